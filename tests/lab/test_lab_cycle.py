@@ -1,0 +1,125 @@
+"""The lab cycle, as `make demo` and `make lab-down` run it: up, idempotent,
+truthful in check mode, carrying real traffic, site.yml twice with no change
+the second time, then down with nothing left behind."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, VENV_BIN, playbook, recap, run
+
+LAB_HOSTS = ["dtn1", "dtn2", "gw1", "gw2", "ps1", "zeek1", "border", "wan", "rogue"]
+
+
+def podman_exec(host: str, *cmd: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    return run(["podman", "exec", "sdmz-" + host, *cmd], timeout=timeout)
+
+
+def lab_leftovers() -> list[str]:
+    """Everything carrying the lab's prefix: containers, namespaces, links, images."""
+    left = []
+    containers = json.loads(run(["podman", "ps", "-a", "--format", "json"]).stdout or "[]")
+    left += ["container " + c["Names"][0] for c in containers if "sdmz.lab" in (c.get("Labels") or {})]
+    left += ["netns " + n["name"] for n in json.loads(run(["ip", "-j", "netns", "list"]).stdout or "[]")
+             if n["name"].startswith("sdmz-")]
+    left += ["link " + link["ifname"] for link in json.loads(run(["ip", "-j", "link", "show"]).stdout)
+             if link["ifname"].startswith("sdmz-") or link.get("ifalias", "").startswith("sdmz:")]
+    images = json.loads(run(["podman", "images", "--format", "json"]).stdout or "[]")
+    left += ["image " + i["Id"][:12] for i in images if "sdmz.lab" in (i.get("Labels") or {})]
+    return left
+
+
+@pytest.fixture(scope="module")
+def lab():
+    up = playbook("playbooks/lab.yml", "-e", "lab_state=present", timeout=1800)
+    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-2000:]
+    try:
+        yield up
+    finally:
+        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent")
+        assert down.returncode == 0, down.stdout[-4000:]
+        assert lab_leftovers() == []
+
+
+def test_lab_up_twice_changes_nothing(lab):
+    again = playbook("playbooks/lab.yml", "-e", "lab_state=present")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert recap(again.stdout)["localhost"]["changed"] == 0, again.stdout[-3000:]
+
+
+def test_lab_check_mode_changes_nothing(lab):
+    check = playbook("playbooks/lab.yml", "-e", "lab_state=present", "--check", "--diff")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert recap(check.stdout)["localhost"]["changed"] == 0
+
+
+def test_every_lab_host_answers_through_its_connection(lab):
+    result = run([str(VENV_BIN / "ansible"), "lab_hosts", "-m", "ansible.builtin.command", "-a", "hostname"])
+    assert result.returncode == 0, result.stdout[-3000:]
+    for host in LAB_HOSTS:
+        assert "%s | CHANGED | rc=0 >>\n%s" % (host, host) in result.stdout
+
+
+def test_jumbo_frames_cross_the_border_unfragmented(lab):
+    ping = podman_exec("dtn1", "ping", "-c", "2", "-W", "2", "-M", "do", "-s", "8972", "198.18.2.11")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    too_big = podman_exec("dtn1", "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "8973", "198.18.2.11")
+    assert too_big.returncode != 0
+
+
+def test_management_network_stays_at_1500(lab):
+    fits = podman_exec("dtn1", "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", "198.18.0.21")
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    too_big = podman_exec("dtn1", "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1473", "198.18.0.21")
+    assert too_big.returncode != 0
+
+
+def test_ipv6_routes_across_the_wan(lab):
+    ping = podman_exec("dtn2", "ping", "-c", "1", "-W", "2", "fd53:444d:1::11")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+
+
+SNIFF = r"""
+import socket, struct, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind(("span0", 0)); s.settimeout(0.5)
+seen = []
+end = time.time() + 8
+while time.time() < end:
+    try:
+        frame = s.recv(65535)
+    except OSError:
+        continue
+    if len(frame) == 14 + 20 + 8 + 1234:
+        seen.append(socket.inet_ntoa(frame[26:30]))
+print(",".join(seen))
+"""
+
+
+def test_zeek1_receives_a_copy_of_wan_traffic(lab):
+    sniffer = subprocess.Popen(["podman", "exec", "sdmz-zeek1", "python3", "-c", SNIFF],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        subprocess.run(["sleep", "2"], check=True)
+        ping = podman_exec("dtn1", "ping", "-c", "3", "-i", "0.3", "-s", "1234", "198.18.2.11")
+        assert ping.returncode == 0
+        out, _ = sniffer.communicate(timeout=30)
+    finally:
+        sniffer.kill()
+    sources = out.strip().split(",")
+    # Each echo request and each reply crosses the WAN link once: both directions copied.
+    assert sources.count("198.18.1.11") == 3 and sources.count("198.18.2.11") == 3, sources
+
+
+def test_site_runs_and_second_run_changes_nothing(lab):
+    first = playbook("playbooks/site.yml", timeout=1800)
+    assert first.returncode == 0, first.stdout[-4000:]
+    second = playbook("playbooks/site.yml", timeout=1800)
+    assert second.returncode == 0, second.stdout[-4000:]
+    counts = recap(second.stdout)
+    assert counts, second.stdout[-2000:]
+    assert {h: c["changed"] for h, c in counts.items() if c["changed"]} == {}
+    summary = (ROOT / "build" / "summary" / "site.md").read_text()
+    assert "| host | groups |" in summary
