@@ -123,3 +123,23 @@ def test_site_runs_and_second_run_changes_nothing(lab):
     assert {h: c["changed"] for h, c in counts.items() if c["changed"]} == {}
     summary = (ROOT / "build" / "summary" / "site.md").read_text()
     assert "| host | groups |" in summary
+
+
+def test_dtn_audit_after_site_shows_no_drift(lab):
+    """After site.yml, an audit of dtn1 and dtn2 finds every supported setting in place,
+    and reports what the lab cannot take as unsupported, with the reason."""
+    audit = playbook("playbooks/dtn.yml", "--limit", "dtn1,dtn2", "-e", "dtn_tuning_audit=true")
+    assert audit.returncode == 0, audit.stdout[-4000:]
+    assert all(c["changed"] == 0 for c in recap(audit.stdout).values()), audit.stdout[-3000:]
+    for host in ("dtn1", "dtn2"):
+        report = json.loads((ROOT / "build" / "audit" / "dtn_tuning" / ("%s.json" % host)).read_text())
+        assert report["mode"] == "audit"
+        statuses = {(i["scope"], i["setting"]): i for i in report["items"]}
+        assert [k for k, i in statuses.items() if i["status"] == "drift"] == []
+        assert statuses[("sysctl", "net.ipv4.tcp_rmem")]["status"] == "ok"
+        assert statuses[("dmz0", "mtu")]["current"] == "9000"
+        unsupported = statuses[("dmz0", "qdisc")]
+        assert unsupported["status"] == "unsupported" and "fq" in unsupported["reason"]
+    # The setting really is in the kernel of the host, not only in the report.
+    rmem = podman_exec("dtn2", "sysctl", "-n", "net.ipv4.tcp_rmem")
+    assert rmem.stdout.split() == statuses[("sysctl", "net.ipv4.tcp_rmem")]["recommended"].split()
