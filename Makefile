@@ -71,8 +71,11 @@ site: venv
 
 # The demo keeps Ansible's full output in a log and shows the summary table
 # the sdmz_summary callback writes at the end of each playbook.
-demo: lab
+demo: setup
 	@mkdir -p $(BUILD)/logs
+	@echo "Bringing the lab up (full log: build/logs/lab.log) ..."
+	@$(PLAYBOOK) playbooks/lab.yml -e lab_state=present > $(BUILD)/logs/lab.log 2>&1 \
+	    || { tail -n 40 $(BUILD)/logs/lab.log; echo "lab.yml failed: see build/logs/lab.log"; exit 1; }
 	@echo "Deploying playbooks/site.yml to the lab (full log: build/logs/demo.log) ..."
 	@$(PLAYBOOK) playbooks/site.yml > $(BUILD)/logs/demo.log 2>&1 \
 	    || { tail -n 40 $(BUILD)/logs/demo.log; echo "site.yml failed: see build/logs/demo.log"; exit 1; }

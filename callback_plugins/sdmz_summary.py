@@ -7,7 +7,7 @@ name: sdmz_summary
 type: aggregate
 short_description: Summarise, per host, which roles ran and what they changed
 description:
-  - At the end of a playbook, prints a Markdown table (host, groups, roles applied, ok,
+  - At the end of a playbook, prints a Markdown table (host, management address, groups, roles applied, ok,
     changed, failed, skipped) and writes it to C(build/summary/<playbook>.md).
   - Roles may publish facts named C(<role>_unsupported) (a list of items that could not be
     applied, each with a reason); their count is shown so nothing unsupported passes silently.
@@ -34,6 +34,7 @@ class CallbackModule(CallbackBase):
         self.counts = defaultdict(lambda: defaultdict(int))
         self.unsupported = defaultdict(int)
         self.groups = {}
+        self.addresses = {}
 
     def v2_playbook_on_start(self, playbook):
         self.playbook_name = os.path.splitext(os.path.basename(playbook._file_name))[0]
@@ -45,6 +46,9 @@ class CallbackModule(CallbackBase):
         for host in inventory.get_hosts():
             names = sorted(g.name for g in host.get_groups() if g.name not in ("all", "ungrouped"))
             self.groups[host.name] = names
+            address = host.get_vars().get("sdmz_mgmt_address")
+            if address:
+                self.addresses[host.name] = str(address)
 
     def _record(self, result, outcome):
         host = result._host.get_name()
@@ -77,15 +81,15 @@ class CallbackModule(CallbackBase):
         lines = [
             "## %s: what was deployed where" % self.playbook_name,
             "",
-            "| host | groups | roles (result) | ok | changed | failed | unsupported |",
-            "|---|---|---|---:|---:|---:|---:|",
+            "| host | address | groups | roles (result) | ok | changed | failed | unsupported |",
+            "|---|---|---|---|---:|---:|---:|---:|",
         ]
         for host in hosts:
             s = stats.summarize(host)
             roles = ", ".join("%s (%s)" % (r, o) for r, o in sorted(self.roles[host].items())) or "-"
             failed = s["failures"] + s["unreachable"]
-            lines.append("| %s | %s | %s | %d | %d | %d | %d |" % (
-                host, " ".join(self.groups.get(host, [])) or "-", roles,
+            lines.append("| %s | %s | %s | %s | %d | %d | %d | %d |" % (
+                host, self.addresses.get(host, "-"), " ".join(self.groups.get(host, [])) or "-", roles,
                 s["ok"], s["changed"], failed, self.unsupported.get(host, 0)))
         text = "\n".join(lines) + "\n"
         try:

@@ -122,7 +122,7 @@ def test_site_runs_and_second_run_changes_nothing(lab):
     assert counts, second.stdout[-2000:]
     assert {h: c["changed"] for h, c in counts.items() if c["changed"]} == {}
     summary = (ROOT / "build" / "summary" / "site.md").read_text()
-    assert "| host | groups |" in summary
+    assert "| host | address | groups |" in summary and "| dtn1 | 198.18.0.11 |" in summary
 
 
 def test_dtn_audit_after_site_shows_no_drift(lab):
