@@ -72,7 +72,7 @@ CASES = [
     ("unknown-service", lambda h, s: collaborator(s).update(services=["gridftp", "telnet"]),
      "collaborator siteb: services: unknown service 'telnet'"),
     ("reversed-port-range",
-     lambda h, s: s.update(sdmz_services={"xfer": {"rules": [{"protocol": "tcp", "ports": "51000-50000"}]}}),
+     lambda h, s: s.update(sdmz_services={"xfer": {"offered_by": ["dtn"], "rules": [{"protocol": "tcp", "ports": "51000-50000"}]}}),
      'site: sdmz_services.xfer.rules[0].ports: "51000-50000" is not a valid port or port range '
      "(range is reversed (51000 > 50000))"),
     ("typo-variable", lambda h, s: host(h, "ps1").update(sdmz_nic_sped_gbps=10),
