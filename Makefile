@@ -11,7 +11,11 @@ BUILD   := $(ROOT)/build
 VENV_OK := $(VENV)/.sdmz-installed
 
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
-export PATH := $(VENV)/bin:$(PATH)
+export PATH := $(VENV)/bin:$(BUILD)/tools/bin:$(PATH)
+# Terraform installs the OpenStack provider from the project's filesystem mirror
+# (no registry is reachable): scripts/setup-terraform.sh writes this file.
+export TF_CLI_CONFIG_FILE := $(BUILD)/terraform/cli.tfrc
+export CHECKPOINT_DISABLE := 1
 # Ansible's temporary files stay inside the project, so a run leaves nothing
 # behind in the user's home directory.
 export ANSIBLE_HOME := $(BUILD)/ansible-home
@@ -19,7 +23,7 @@ export ANSIBLE_LOCAL_TEMP := $(BUILD)/ansible-tmp
 
 PLAYBOOK := $(VENV)/bin/ansible-playbook
 
-.PHONY: help setup system venv lock c image lab lab-down demo site test lint clean
+.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site test lint clean
 
 help:
 	@echo "make demo      set up, bring the lab up, deploy playbooks/site.yml, print a summary"
@@ -30,8 +34,10 @@ help:
 	@echo "make site      run playbooks/site.yml against the lab"
 	@echo "make lint      yamllint and ansible-lint (production profile)"
 	@echo "make lock      re-resolve requirements.lock after a pin in requirements.txt changed"
+	@echo "make testbed-inventory TESTBED=chameleon|jetstream2"
+	@echo "               write inventories/testbed/hosts.yml from an applied Terraform testbed"
 
-setup: system venv c image
+setup: system venv c image terraform
 
 system:
 	@$(ROOT)/scripts/setup-debian.sh
@@ -59,6 +65,17 @@ c:
 
 image: venv
 	$(PLAYBOOK) playbooks/lab.yml --tags image
+
+terraform:
+	@$(ROOT)/scripts/setup-terraform.sh
+
+# After `terraform apply` in terraform/envs/$(TESTBED): the inventory the
+# playbooks take unchanged (ansible-playbook -i inventories/testbed playbooks/site.yml).
+TESTBED ?= chameleon
+testbed-inventory: terraform
+	@mkdir -p inventories/testbed
+	terraform -chdir=terraform/envs/$(TESTBED) output -raw inventory > inventories/testbed/hosts.yml
+	$(PLAYBOOK) -i inventories/testbed playbooks/validate.yml
 
 lab: setup
 	$(PLAYBOOK) playbooks/lab.yml -e lab_state=present

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of the kit, in the order a failure is cheapest to find: unit,
-# static (lint, syntax), inventory validation, Molecule scenarios, the lab
-# cycle. Ends with one plain summary line: "tests: N passed, N failed, N skipped".
+# static (lint, syntax), inventory validation, Terraform (offline), Molecule
+# scenarios, the lab cycle. Ends with one plain summary line: "tests: N passed, N failed, N skipped".
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -9,7 +9,7 @@ mkdir -p build
 results=build/test-results.xml
 
 "$root/.venv/bin/pytest" -p no:cacheprovider -rfE --junitxml="$results" \
-    tests/unit tests/static tests/inventory tests/molecule tests/lab "$@"
+    tests/unit tests/static tests/inventory tests/terraform tests/molecule tests/lab "$@"
 rc=$?
 
 "$root/.venv/bin/python" - "$results" <<'PY'

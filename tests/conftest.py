@@ -15,7 +15,9 @@ VENV_BIN = ROOT / ".venv" / "bin"
 
 def kit_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = "%s:%s" % (VENV_BIN, env.get("PATH", ""))
+    env["PATH"] = "%s:%s:%s" % (VENV_BIN, ROOT / "build" / "tools" / "bin", env.get("PATH", ""))
+    env["TF_CLI_CONFIG_FILE"] = str(ROOT / "build" / "terraform" / "cli.tfrc")
+    env["CHECKPOINT_DISABLE"] = "1"
     env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
     env["ANSIBLE_HOME"] = str(ROOT / "build" / "ansible-home")
     env["ANSIBLE_LOCAL_TEMP"] = str(ROOT / "build" / "ansible-tmp")

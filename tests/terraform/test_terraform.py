@@ -29,7 +29,7 @@ POLICIES = {
 
 def tf(args: list[str], data_dir: Path, cwd: Path, timeout: int = 600):
     """terraform with the project's offline CLI config and a private data dir."""
-    return run(["bash", "-c", 'cd "$0" && exec "$@"', str(cwd), TF, *args], timeout=timeout,
+    return run([TF, "-chdir=%s" % cwd, *args], timeout=timeout,
                TF_CLI_CONFIG_FILE=CLI_CONFIG, TF_DATA_DIR=str(data_dir), TF_IN_AUTOMATION="1",
                CHECKPOINT_DISABLE="1")
 
