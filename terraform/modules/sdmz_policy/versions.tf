@@ -1,3 +1,3 @@
 terraform {
-  required_version = ">= 1.11"
+  required_version = ">= 1.8"
 }

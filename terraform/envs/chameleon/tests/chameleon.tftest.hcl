@@ -1,7 +1,6 @@
 # The Chameleon root with a mocked provider: bare metal from a lease, no
 # security groups, an inventory in the shape inventories/ uses.
 mock_provider "openstack" {
-  override_during = plan
   mock_data "openstack_networking_network_v2" {
     defaults = { id = "11111111-2222-3333-4444-555555555555" }
   }
@@ -22,7 +21,7 @@ variables {
 }
 
 run "bare_metal_from_the_lease" {
-  command = plan
+  command = apply
 
   assert {
     condition     = alltrue([for i in module.testbed.instances : contains(["dtn", "perfsonar", "wan_emulator"], i.role)])

@@ -1,7 +1,6 @@
 # The Jetstream2 root with a mocked provider: VMs with the derived security
 # groups, a management network of its own, SSH only from the control node.
 mock_provider "openstack" {
-  override_during = plan
   mock_data "openstack_networking_network_v2" {
     defaults = { id = "11111111-2222-3333-4444-555555555555" }
   }
@@ -19,7 +18,7 @@ variables {
 }
 
 run "vms_with_security_groups" {
-  command = plan
+  command = apply
 
   assert {
     condition     = length(module.testbed.instances) == 6

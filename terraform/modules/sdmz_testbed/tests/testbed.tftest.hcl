@@ -1,8 +1,7 @@
 # The sdmz_testbed module against a mocked OpenStack provider (no cloud is
-# reachable from the build machines). Computed values are mocked at plan time.
+# reachable from the build machines). Runs that read computed values apply
+# against the mock (any Terraform >= 1.7); runs expecting a failure only plan.
 mock_provider "openstack" {
-  override_during = plan
-
   mock_data "openstack_networking_network_v2" {
     defaults = {
       id = "11111111-2222-3333-4444-555555555555"
@@ -49,7 +48,7 @@ variables {
 }
 
 run "instances_per_role" {
-  command = plan
+  command = apply
 
   assert {
     condition     = length(openstack_compute_instance_v2.this) == 6
@@ -70,7 +69,7 @@ run "instances_per_role" {
 }
 
 run "dmz_mtu_and_addresses" {
-  command = plan
+  command = apply
 
   assert {
     condition     = openstack_networking_network_v2.dmz.mtu == 9000 && openstack_networking_network_v2.remote[0].mtu == 9000
@@ -91,7 +90,7 @@ run "dmz_mtu_and_addresses" {
 }
 
 run "reservation_hint" {
-  command = plan
+  command = apply
 
   variables {
     reservation_id = "0f0e0d0c-0b0a-4999-8888-777766665555"
@@ -104,7 +103,7 @@ run "reservation_hint" {
 }
 
 run "no_reservation_no_hint" {
-  command = plan
+  command = apply
 
   assert {
     condition     = alltrue([for i in openstack_compute_instance_v2.this : length(i.scheduler_hints) == 0])
@@ -113,7 +112,7 @@ run "no_reservation_no_hint" {
 }
 
 run "security_groups_from_the_policy" {
-  command = plan
+  command = apply
 
   assert {
     condition     = length(openstack_networking_secgroup_rule_v2.service) == length(module.policy.security_group_rules)
@@ -140,7 +139,7 @@ run "security_groups_from_the_policy" {
 }
 
 run "bare_metal_without_security_groups" {
-  command = plan
+  command = apply
 
   variables {
     enable_security_groups = false
@@ -153,7 +152,7 @@ run "bare_metal_without_security_groups" {
 }
 
 run "floating_ips_by_port" {
-  command = plan
+  command = apply
 
   assert {
     condition     = length(openstack_networking_floatingip_associate_v2.management) == 6
@@ -162,7 +161,7 @@ run "floating_ips_by_port" {
 }
 
 run "inventory_output" {
-  command = plan
+  command = apply
 
   assert {
     condition     = yamldecode(output.inventory).all.children.testbed.children.dtn.hosts["dtn1"].sdmz_nic_speed_gbps == 25
