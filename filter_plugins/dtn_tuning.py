@@ -98,12 +98,17 @@ def _link_items(name, link, plan, probe, settings):
 def dtn_tuning_items(plan, probe, settings):
     """Every setting the role manages, with current, recommended, why and status."""
     items = []
+    offered = plan.get("available_congestion_control")
     for key, value in sorted(plan["sysctl"].items()):
         state = probe["sysctl"].get(key, {})
         current = state.get("value")
+        supported, reason = bool(state.get("writable")), state.get("reason", "")
+        if key == "net.ipv4.tcp_congestion_control" and offered is not None and value not in offered:
+            supported = False
+            reason = "the kernel does not offer %s (it offers %s)" % (value, " ".join(offered) or "none")
         items.append(_item(key, "sysctl", None if current is None else " ".join(str(current).split()),
                            value, plan["explain"].get(key, ""),
-                           supported=bool(state.get("writable")), reason=state.get("reason", ""), kind="sysctl"))
+                           supported=supported, reason=reason, kind="sysctl"))
     for name in settings["interfaces"]:
         items.extend(_link_items(name, probe["interfaces"].get(name, {}), plan, probe, settings))
     governor = settings.get("cpu_governor")
