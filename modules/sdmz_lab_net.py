@@ -213,11 +213,14 @@ class LabNet:
                 self.plan("ip", "-n", netns, "addr", "add", want, "dev", iface["name"], *extra)
 
     def converge_mirror(self, seg: dict, nodes: list) -> None:
-        """Copy every frame entering a port of the mirrored segment to the SPAN members."""
-        source = self.bridge(seg["mirror_of"])
+        """Copy every frame entering a port of the mirrored segment to the SPAN members.
+
+        The ports come from the declared topology, not from the bridge, so check mode
+        lists these commands even before the bridge exists."""
         targets = [self.peer_name(n["name"], i["name"]) for n in nodes
                    for i in n.get("interfaces", []) if i.get("segment") == seg["name"]]
-        ports = [link["ifname"] for link in (self.ip_json(["link", "show", "master", source]) or [])]
+        ports = [self.peer_name(n["name"], i["name"]) for n in nodes
+                 for i in n.get("interfaces", []) if i.get("segment") == seg["mirror_of"]]
         for port in ports:
             rc, out, _ = self.module.run_command(["tc", "-json", "qdisc", "show", "dev", port])
             qdiscs = json.loads(out or "[]") if rc == 0 else []
@@ -225,7 +228,7 @@ class LabNet:
                 self.plan("tc", "qdisc", "add", "dev", port, "handle", "ffff:", "ingress")
             rc, out, _ = self.module.run_command(["tc", "filter", "show", "dev", port, "parent", "ffff:"])
             for target in targets:
-                if "dev %s)" % target not in out and "to device %s)" % target not in out:
+                if "to device %s)" % target not in out:
                     self.plan("tc", "filter", "add", "dev", port, "parent", "ffff:", "protocol", "all",
                               "u32", "match", "u32", "0", "0",
                               "action", "mirred", "egress", "mirror", "dev", target)
