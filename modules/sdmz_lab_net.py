@@ -187,7 +187,8 @@ class LabNet:
         peer = self.peer_name(node, iface["name"])
         inside = self.link(iface["name"], netns)
         outside = self.link(peer)
-        if inside is None or outside is None:
+        existed = inside is not None and outside is not None
+        if not existed:
             if outside is not None:
                 self.plan("ip", "link", "del", "dev", peer)
             self.plan("ip", "link", "add", "name", peer, "mtu", mtu, "type", "veth",
@@ -205,7 +206,7 @@ class LabNet:
             self.plan("ip", "-n", netns, "link", "set", "dev", iface["name"], "mtu", mtu)
         if "UP" not in inside.get("flags", []):
             self.plan("ip", "-n", netns, "link", "set", "dev", iface["name"], "up")
-        have = self.addresses(iface["name"], netns) if self.link(iface["name"], netns) else set()
+        have = self.addresses(iface["name"], netns) if existed else set()
         for key in ("ipv4", "ipv6"):
             want = iface.get(key)
             if want and str(ipaddress.ip_interface(want)) not in have:
