@@ -46,10 +46,13 @@ venv: $(VENV_OK)
 
 # The virtualenv is rebuilt in place whenever a pin changes; pip is told to
 # take exactly the locked set (requirements.lock as constraints).
-$(VENV_OK): requirements.txt requirements.lock
+$(VENV_OK): requirements.txt requirements.lock python/napalm-sdmz-linux/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
 	    -r requirements.txt -c requirements.lock
+	@# The kit's own Python packages (the NAPALM driver) are used in place.
+	@$(VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	    | xargs -I{} sh -c 'echo "$(ROOT)/python/napalm-sdmz-linux" > {}/sdmz-kit.pth'
 	@touch $@
 
 lock: requirements.txt

@@ -48,9 +48,11 @@ problems:
   elements: str
 """
 
+import datetime
 import ipaddress
 import json
 
+from ansible.module_utils.sdmz_acl import active_blocklist, collaborator_sources
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
@@ -79,6 +81,10 @@ def _ip_format(kind):
             ipaddress.ip_network(value)
         elif kind == "ip-address":
             ipaddress.ip_address(value)
+        elif kind == "date-time-utc":
+            moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                _raise("has no time zone")
         elif kind == "port-range":
             low, _, high = value.partition("-")
             low, high = int(low), int(high or low)
@@ -95,7 +101,7 @@ def _raise(reason):
 
 
 FORMATS = ("ipv4-interface", "ipv6-interface", "ipv4-network", "ipv6-network",
-           "ip-network", "ip-address", "port-range")
+           "ip-network", "ip-address", "port-range", "date-time-utc")
 FORMAT_WORDS = {
     "ipv4-interface": "a valid IPv4 interface address (ADDRESS/PREFIXLEN)",
     "ipv6-interface": "a valid IPv6 interface address (ADDRESS/PREFIXLEN)",
@@ -104,6 +110,7 @@ FORMAT_WORDS = {
     "ip-network": "a valid network in CIDR notation",
     "ip-address": "a valid IP address",
     "port-range": "a valid port or port range",
+    "date-time-utc": "an ISO 8601 date-time with a time zone",
 }
 
 
@@ -214,6 +221,12 @@ def cross_problems(document):
             if service not in catalogue:
                 problems.append("collaborator %s: services: unknown service '%s' (known: %s)"
                                 % (name, service, ", ".join(sorted(catalogue))))
+
+    # Overlapping collaborator prefixes (shadowed ACL entries) and blocklist entries that
+    # would block a collaborator: the same checks the network_device role makes per device.
+    sources = collaborator_sources(site.get("sdmz_collaborators") or [], problems)
+    active_blocklist(site.get("sdmz_acl_blocklist") or [], sources,
+                     datetime.datetime.now(datetime.timezone.utc), problems)
 
     segments = {s.get("name") for s in site.get("sdmz_lab_segments") or [] if isinstance(s, dict)}
     if segments:

@@ -2,6 +2,7 @@
 ansible-playbook, molecule) from the project root, with the project's venv."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,40 @@ def recap(output: str) -> dict[str, dict[str, int]]:
             host, _, counts = line.partition(" : ")
             result[host.strip()] = {k: int(v) for k, v in (p.split("=") for p in counts.split())}
     return result
+
+
+LAB_HOSTS = ["dtn1", "dtn2", "gw1", "gw2", "ps1", "zeek1", "border", "wan", "rogue"]
+
+
+def podman_exec(host: str, *cmd: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    return run(["podman", "exec", "sdmz-" + host, *cmd], timeout=timeout)
+
+
+def lab_leftovers() -> list[str]:
+    """Everything carrying the lab's prefix: containers, namespaces, links, images."""
+    left = []
+    containers = json.loads(run(["podman", "ps", "-a", "--format", "json"]).stdout or "[]")
+    left += ["container " + c["Names"][0] for c in containers if "sdmz.lab" in (c.get("Labels") or {})]
+    left += ["netns " + n["name"] for n in json.loads(run(["ip", "-j", "netns", "list"]).stdout or "[]")
+             if n["name"].startswith("sdmz-")]
+    left += ["link " + link["ifname"] for link in json.loads(run(["ip", "-j", "link", "show"]).stdout)
+             if link["ifname"].startswith("sdmz-") or link.get("ifalias", "").startswith("sdmz:")]
+    images = json.loads(run(["podman", "images", "--format", "json"]).stdout or "[]")
+    left += ["image " + i["Id"][:12] for i in images if "sdmz.lab" in (i.get("Labels") or {})]
+    return left
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The lab, up once for every lab test; down at the end with nothing left behind."""
+    up = playbook("playbooks/lab.yml", "-e", "lab_state=present", timeout=1800)
+    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-2000:]
+    try:
+        yield up
+    finally:
+        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent")
+        assert down.returncode == 0, down.stdout[-4000:]
+        assert lab_leftovers() == []
 
 
 @pytest.fixture(scope="session")

@@ -8,27 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, playbook, recap, run
-
-LAB_HOSTS = ["dtn1", "dtn2", "gw1", "gw2", "ps1", "zeek1", "border", "wan", "rogue"]
-
-
-def podman_exec(host: str, *cmd: str, timeout: int = 60) -> subprocess.CompletedProcess:
-    return run(["podman", "exec", "sdmz-" + host, *cmd], timeout=timeout)
-
-
-def lab_leftovers() -> list[str]:
-    """Everything carrying the lab's prefix: containers, namespaces, links, images."""
-    left = []
-    containers = json.loads(run(["podman", "ps", "-a", "--format", "json"]).stdout or "[]")
-    left += ["container " + c["Names"][0] for c in containers if "sdmz.lab" in (c.get("Labels") or {})]
-    left += ["netns " + n["name"] for n in json.loads(run(["ip", "-j", "netns", "list"]).stdout or "[]")
-             if n["name"].startswith("sdmz-")]
-    left += ["link " + link["ifname"] for link in json.loads(run(["ip", "-j", "link", "show"]).stdout)
-             if link["ifname"].startswith("sdmz-") or link.get("ifalias", "").startswith("sdmz:")]
-    images = json.loads(run(["podman", "images", "--format", "json"]).stdout or "[]")
-    left += ["image " + i["Id"][:12] for i in images if "sdmz.lab" in (i.get("Labels") or {})]
-    return left
+from conftest import LAB_HOSTS, ROOT, VENV_BIN, lab_leftovers, playbook, podman_exec, recap, run
 
 
 def test_check_mode_on_an_absent_lab_creates_nothing():
@@ -45,18 +25,6 @@ def test_check_mode_on_an_absent_lab_creates_nothing():
     # the base image is not imported yet).
     assert "changed: [localhost] => (item=border)" in check.stdout
     assert [x for x in lab_leftovers() if not x.startswith("image ")] == []
-
-
-@pytest.fixture(scope="module")
-def lab():
-    up = playbook("playbooks/lab.yml", "-e", "lab_state=present", timeout=1800)
-    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-2000:]
-    try:
-        yield up
-    finally:
-        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent")
-        assert down.returncode == 0, down.stdout[-4000:]
-        assert lab_leftovers() == []
 
 
 def test_lab_up_twice_changes_nothing(lab):
