@@ -88,6 +88,19 @@ def test_check_mode_shows_the_change_and_changes_nothing(border, tmp_path):
     assert table() == before
 
 
+def test_check_mode_on_a_device_without_the_agent_says_so_and_changes_nothing(border):
+    """A new sdmz_linux device: check mode cannot read its configuration before the agent
+    is installed; it says so instead of failing, and installs nothing."""
+    assert podman_exec("border", "mv", "/usr/local/sbin/sdmz-netconf", "/root/sdmz-netconf.away").returncode == 0
+    try:
+        result = playbook("playbooks/network.yml", "--check", "--diff")
+        assert result.returncode == 0, result.stdout[-3000:]
+        assert "check mode: border has no sdmz-netconf agent yet" in result.stdout
+        assert podman_exec("border", "test", "-e", "/usr/local/sbin/sdmz-netconf").returncode != 0
+    finally:
+        podman_exec("border", "mv", "/root/sdmz-netconf.away", "/usr/local/sbin/sdmz-netconf")
+
+
 def test_respond_blocks_an_address_and_it_passes_again_after_expiry(border):
     state = "network_device_blocklist_file=%s" % border["blocklist"]
     # rogue answers dtn1's pings (return traffic is permitted) until it is blocked.
