@@ -149,6 +149,11 @@ def collaborator_sources(collaborators, problems):
     return sources
 
 
+def overlapping_sources(network, sources):
+    """The collaborator prefixes (from collaborator_sources) that overlap `network`."""
+    return [s for s in sources if s[4].version == network.version and s[4].overlaps(network)]
+
+
 def active_blocklist(blocklist, sources, now, problems):
     """Blocklist entries not yet expired, validated; expired ones returned apart."""
     active, expired = [], []
@@ -167,11 +172,10 @@ def active_blocklist(blocklist, sources, now, problems):
             continue
         if network is None:
             continue
-        for _, name, key, p_index, prefix in sources:
-            if prefix.version == network.version and prefix.overlaps(network):
-                problems.append("%s.address: %s overlaps collaborator %s's %s[%d] %s; collaborators are "
-                                "never blocked (remove the prefix from the collaborator first)"
-                                % (where, network, name, key, p_index, prefix))
+        for _, name, key, p_index, prefix in overlapping_sources(network, sources):
+            problems.append("%s.address: %s overlaps collaborator %s's %s[%d] %s; collaborators are "
+                            "never blocked (remove the prefix from the collaborator first)"
+                            % (where, network, name, key, p_index, prefix))
         record = {"index": index, "network": network, "expiry": expiry, "reason": str(entry.get("reason", ""))}
         (active if expiry > now else expired).append(record)
     return active, expired
@@ -221,30 +225,64 @@ def _entry(family, action, kind, remark, source="any", destination="any", protoc
             "counter": counter, "reasons": reasons or []}
 
 
-def permitted_flows(hosts, site, sources, catalogue, rules, collaborators):
-    """One entry per (source, destination host, protocol, port range), merged."""
-    groups = {}
+def rule_flows(sources, collaborators, catalogue, rules):
+    """Each (collaborator prefix, catalogue rule, destination group) the collaborator's
+    services need: the one expansion that ACLs, host firewalls and (through
+    policy_flows) the Terraform security groups all start from."""
     for c_index, name, key, p_index, network in sources:
-        collab = collaborators[c_index]
         family = "ipv%d" % network.version
-        for service in collab.get("services") or []:
+        for service in collaborators[c_index].get("services") or []:
             for r_index, protocol, ports in rules.get(service, []):
                 if protocol not in FAMILY_PROTOCOLS[family]:
                     continue
                 for group in catalogue[service].get("offered_by") or []:
-                    for host, address in local_destinations(hosts, site, group):
-                        if address.version != network.version:
-                            continue
-                        reason = {"collaborator": name, "service": service,
-                                  "inventory": "sdmz_collaborators[%d] (%s) %s[%d]" % (c_index, name, key, p_index),
-                                  "catalogue": "%s.rules[%d]" % (service, r_index),
-                                  "destination_host": host, "destination_group": group}
-                        flow = _entry(family, "permit", "flow", "", network, address, protocol, ports,
-                                      reasons=[reason])
-                        flow["destination_host"] = host
-                        groups.setdefault((c_index, family, str(network), host, str(address), protocol), []).append(flow)
+                    yield {"c_index": c_index, "collaborator": name, "key": key, "p_index": p_index,
+                           "network": network, "family": family, "service": service, "r_index": r_index,
+                           "protocol": protocol, "ports": ports, "group": group}
+
+
+def policy_flows(collaborators, catalogue):
+    """Group-level flows, one per (group, family, protocol, ports, source); services sharing
+    a port are one flow with every reason kept. Terraform's sdmz_policy module derives the
+    same list (tests compare the two)."""
+    problems = []
+    rules = catalogue_rules(catalogue, problems)
+    sources = collaborator_sources(collaborators, problems)
+    if problems:
+        raise PolicyError(problems)
+    flows = {}
+    for raw in rule_flows(sources, collaborators, catalogue, rules):
+        low, high = raw["ports"] or (None, None)
+        key = (raw["group"], raw["family"], raw["protocol"], low or 0, high or 0, str(raw["network"]))
+        if key in flows:
+            flows[key]["service"] = ",".join(sorted({*flows[key]["service"].split(","), raw["service"]}))
+            continue
+        flows[key] = {"collaborator": raw["collaborator"], "service": raw["service"], "source": str(raw["network"]),
+                      "family": raw["family"], "protocol": raw["protocol"], "port_min": low, "port_max": high,
+                      "destination_group": raw["group"]}
+    return [flows[k] for k in sorted(flows)]
+
+
+def permitted_flows(hosts, site, sources, catalogue, rules, collaborators):
+    """One entry per (source, destination host, protocol, port range), merged."""
+    groups = {}
+    for raw in rule_flows(sources, collaborators, catalogue, rules):
+        network = raw["network"]
+        for host, address in local_destinations(hosts, site, raw["group"]):
+            if address.version != network.version:
+                continue
+            reason = {"collaborator": raw["collaborator"], "service": raw["service"],
+                      "inventory": "sdmz_collaborators[%d] (%s) %s[%d]" % (
+                          raw["c_index"], raw["collaborator"], raw["key"], raw["p_index"]),
+                      "catalogue": "%s.rules[%d]" % (raw["service"], raw["r_index"]),
+                      "destination_host": host, "destination_group": raw["group"]}
+            flow = _entry(raw["family"], "permit", "flow", "", network, address, raw["protocol"], raw["ports"],
+                          reasons=[reason])
+            flow["destination_host"] = host
+            key = (raw["c_index"], raw["family"], str(network), host, str(address), raw["protocol"])
+            groups.setdefault(key, []).append(flow)
     flows = []
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3], k[4], k[5])):
+    for key in sorted(groups):
         for flow in _merge_ports(groups[key]):
             flow["remark"] = "%s: %s" % (
                 ",".join(sorted({r["collaborator"] for r in flow["reasons"]})),
@@ -253,7 +291,7 @@ def permitted_flows(hosts, site, sources, catalogue, rules, collaborators):
     return flows
 
 
-def device_acl(device, hosts, collaborators, catalogue, sources, rules, blocklist, options):
+def device_acl(device, hosts, collaborators, catalogue, sources, rules, blocklist, options, problems):
     """The ordered entries of the device's WAN-inbound ACL, per address family."""
     platform = device["vars"].get("sdmz_platform")
     site = device["vars"].get("sdmz_site")
@@ -293,8 +331,10 @@ def device_acl(device, hosts, collaborators, catalogue, sources, rules, blocklis
                 protocol = rule["protocol"]
                 if protocol not in FAMILY_PROTOCOLS[family]:
                     continue
-                ports = tuple(int(p) for p in str(rule["ports"]).split("-")) if rule.get("ports") else None
-                ports = (ports[0], ports[-1]) if ports else None
+                ports = parse_ports(rule["ports"], "network_device_acl_link_rules[%d]" % l_index, problems) \
+                    if rule.get("ports") else None
+                if rule.get("ports") and ports is None:
+                    continue
                 entries.append(_entry(family, "permit", "link", "link peer on %s" % iface["name"],
                                       source=link.network, destination=ipaddress.ip_network(link.ip),
                                       protocol=protocol, ports=ports,
@@ -375,7 +415,7 @@ def device_policy(device_name, hosts, collaborators, catalogue, blocklist, now, 
     active, expired = active_blocklist(blocklist, sources, now, problems)
     if problems:
         raise PolicyError(problems)
-    acl, has_acl = device_acl(device, hosts, collaborators, catalogue, sources, rules, active, options)
+    acl, has_acl = device_acl(device, hosts, collaborators, catalogue, sources, rules, active, options, problems)
     problems += shadow_problems(device_name, acl)
     if problems:
         raise PolicyError(problems)

@@ -36,7 +36,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sdmz_acl import parse_expiry, parse_ttl
+from ansible.module_utils.sdmz_acl import collaborator_sources, overlapping_sources, parse_expiry, parse_ttl
 
 try:
     import yaml
@@ -94,13 +94,12 @@ def main():
             problems.append("ttl: %s" % exc)
         if not (p["reason"] or "").strip():
             problems.append("reason: missing; say why the address is blocked (-e reason=...)")
-        for collab in p["collaborators"]:
-            for key in ("prefixes_v4", "prefixes_v6"):
-                for index, prefix in enumerate(collab.get(key) or []):
-                    prefix = ipaddress.ip_network(prefix, strict=False)
-                    if network is not None and prefix.version == network.version and prefix.overlaps(network):
-                        problems.append("block: %s overlaps collaborator %s's %s[%d] %s; collaborators are never "
-                                        "blocked" % (network, collab.get("name"), key, index, prefix))
+        if network is not None:
+            # The same rule the ACL derivation applies: collaborators are never blocked.
+            sources = collaborator_sources(p["collaborators"], [])
+            for _, name, key, index, prefix in overlapping_sources(network, sources):
+                problems.append("block: %s overlaps collaborator %s's %s[%d] %s; collaborators are never "
+                                "blocked" % (network, name, key, index, prefix))
     if problems:
         module.fail_json(msg="nothing was blocked:\n%s" % "\n".join("  - " + x for x in problems), problems=problems)
 

@@ -52,7 +52,7 @@ import datetime
 import ipaddress
 import json
 
-from ansible.module_utils.sdmz_acl import active_blocklist, collaborator_sources
+from ansible.module_utils.sdmz_acl import active_blocklist, collaborator_sources, parse_expiry
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
@@ -82,9 +82,7 @@ def _ip_format(kind):
         elif kind == "ip-address":
             ipaddress.ip_address(value)
         elif kind == "date-time-utc":
-            moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if moment.tzinfo is None:
-                _raise("has no time zone")
+            parse_expiry(value)
         elif kind == "port-range":
             low, _, high = value.partition("-")
             low, high = int(low), int(high or low)

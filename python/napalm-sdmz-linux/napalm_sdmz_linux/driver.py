@@ -148,7 +148,9 @@ class SdmzLinuxDriver(NetworkDriver):
 
     def get_config(self, retrieve="all", full=False, sanitized=False, format="text"):
         running = self._agent("running")[1] if retrieve in ("all", "running") else ""
-        return {"running": running, "startup": running if retrieve in ("all", "startup") else "",
+        # Startup: what the boot unit re-applies, the last commit.
+        startup = self._agent("startup")[1] if retrieve in ("all", "startup") else ""
+        return {"running": running, "startup": startup,
                 "candidate": (self.candidate or "") if retrieve in ("all", "candidate") else ""}
 
     # --- getters -----------------------------------------------------------
@@ -210,15 +212,8 @@ class SdmzLinuxDriver(NetworkDriver):
         return result
 
     def cli(self, commands, encoding="text"):
-        """Commands through Netmiko's shell, as on any other platform; `sdmz-netconf ...` runs under sudo."""
-        output = {}
-        for command in commands:
-            if command.split()[:1] == ["sdmz-netconf"]:
-                status, out, err = self._agent(*command.split()[1:], allow_fail=True)
-                output[command] = out if status == 0 else err
-            else:
-                output[command] = self.device.send_command(command)
-        return output
+        """Commands through Netmiko's shell, as on any other platform."""
+        return {command: self.device.send_command(command) for command in commands}
 
 
 def merge_configs(running, candidate):

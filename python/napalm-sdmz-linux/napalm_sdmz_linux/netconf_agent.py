@@ -18,8 +18,8 @@ A configuration is text:
     table inet sdmz { ... }          # nftables, replaced atomically with nft -f
 
 Commands (a configuration is read from standard input):
-    version | running | diff | check | apply [--revert-in SECONDS] | confirm |
-    pending | rollback | boot | counters
+    version | running | startup | diff | check | apply [--revert-in SECONDS] |
+    confirm | pending | rollback | boot | counters
 
 The running configuration is the last committed text when the live state still
 has the fingerprint recorded at commit time; otherwise it is rendered from the
@@ -128,19 +128,26 @@ def fingerprint(names):
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def render_live(names, why):
-    lines = ["# live state of %s (%s)" % (os.uname().nodename, why)]
+def live_lines(names):
+    """The live MTU and shaper of `names`, as configuration lines."""
+    lines = []
     for name in sorted(names):
         state = live_interface(name)
         if state is None:
             lines.append("# interface %s: absent" % name)
             continue
-        lines.append("interface %s mtu %d" % (name, state["mtu"]))
         shaper = state["shaper"]
+        lines.append("interface %s mtu %d" % (name, state["mtu"]))
         lines.append("interface %s shaper %s" % (name, "none" if shaper is None else
                      "tbf rate %d burst %d latency %d" % (shaper["rate"], shaper["burst"], shaper["latency"])))
+    return lines
+
+
+def render_live(names, why):
+    """The live state of `names` and the table, as a configuration that restores it."""
     nft = live_nft()
-    return "\n".join(lines + ([nft] if nft else [])) + "\n"
+    return "\n".join(["# live state of %s (%s)" % (os.uname().nodename, why)] + live_lines(names)
+                     + ([nft] if nft else [])) + "\n"
 
 
 # --- the record of the last commit ------------------------------------------
@@ -174,18 +181,26 @@ def remove_state(name):
         pass
 
 
+def clean_record():
+    """The last commit's text if the live state still has its fingerprint, else None."""
+    record = read_state("committed.conf")
+    if record is None or fingerprint(parse(record)["interfaces"]) != (read_state("committed.fp") or "").strip():
+        return None
+    return record
+
+
 def running(extra_names=()):
-    record, recorded_fp = read_state("committed.conf"), read_state("committed.fp")
-    names = set(extra_names)
-    if record is not None:
-        names |= set(parse(record)["interfaces"])
-        if recorded_fp and fingerprint(parse(record)["interfaces"]) == recorded_fp.strip():
-            if not set(extra_names) - set(parse(record)["interfaces"]):
-                return record
-            return record + render_live(set(extra_names) - set(parse(record)["interfaces"]),
-                                        "interfaces outside the last commit")
-        return render_live(names, "differs from the last commit")
-    return render_live(names, "no commit recorded")
+    record = read_state("committed.conf")
+    if record is None:
+        return render_live(extra_names, "no commit recorded")
+    recorded = set(parse(record)["interfaces"])
+    if clean_record() is None:
+        return render_live(recorded | set(extra_names), "differs from the last commit")
+    outside = set(extra_names) - recorded
+    if not outside:
+        return record
+    # Interface lines must precede the table, so those outside the commit come first.
+    return "\n".join(["# interfaces outside the last commit"] + live_lines(outside)) + "\n" + record
 
 
 # --- applying ------------------------------------------------------------------
@@ -223,19 +238,6 @@ def apply_config(config):
     apply_links(config)
 
 
-def snapshot(names):
-    """The live state of `names` and the table, as a configuration that restores it."""
-    lines = []
-    for name in sorted(names):
-        state = live_interface(name)
-        lines.append("interface %s mtu %d" % (name, state["mtu"]))
-        shaper = state["shaper"]
-        lines.append("interface %s shaper %s" % (name, "none" if shaper is None else
-                     "tbf rate %d burst %d latency %d" % (shaper["rate"], shaper["burst"], shaper["latency"])))
-    nft = live_nft()
-    return "\n".join(lines + ([nft] if nft else [])) + "\n"
-
-
 def disarm():
     run(["systemctl", "stop", REVERT_UNIT + ".timer"], check=False)
     run(["systemctl", "reset-failed", REVERT_UNIT + ".service", REVERT_UNIT + ".timer"], check=False)
@@ -246,11 +248,14 @@ def commit(text, revert_in=None):
     check(config)
     previous = read_state("committed.conf")
     names = set(config["interfaces"]) | (set(parse(previous)["interfaces"]) if previous else set())
-    write_state("rollback.conf", snapshot(names))
-    # Whether the live state was exactly the last commit: a rollback then restores that
-    # commit as the running configuration; otherwise the drift stays visible.
-    clean = previous is not None and fingerprint(parse(previous)["interfaces"]) == (read_state("committed.fp") or "").strip()
-    write_state("rollback.clean", "yes\n" if clean else "no\n")
+    # Roll back to the last commit's own text while the device still matches it (re-applying
+    # it reproduces the kernel's values exactly); else to the live state, drift and all.
+    clean = clean_record()
+    if clean is None:
+        write_state("rollback.conf", render_live(names, "snapshot before a commit"))
+    else:
+        outside = names - set(parse(clean)["interfaces"])
+        write_state("rollback.conf", "\n".join(["# snapshot before a commit"] + live_lines(outside)) + "\n" + clean)
     for name in ("committed.conf", "committed.fp"):
         old = read_state(name)
         if old is None:
@@ -281,10 +286,6 @@ def rollback():
             remove_state(name)
         else:
             write_state(name, old)
-    record = read_state("committed.conf")
-    if record is not None and (read_state("rollback.clean") or "").strip() == "yes":
-        # Re-applied shapers may differ from the originals by the kernel's rounding.
-        write_state("committed.fp", fingerprint(parse(record)["interfaces"]) + "\n")
     disarm()
 
 
@@ -322,6 +323,8 @@ def main(argv):
             print("sdmz-netconf %s" % VERSION)
         elif command == "running":
             sys.stdout.write(running())
+        elif command == "startup":
+            sys.stdout.write(read_state("committed.conf") or "")
         elif command == "diff":
             text = sys.stdin.read()
             current = running(parse(text)["interfaces"])
