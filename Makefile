@@ -23,7 +23,7 @@ export ANSIBLE_LOCAL_TEMP := $(BUILD)/ansible-tmp
 
 PLAYBOOK := $(VENV)/bin/ansible-playbook
 
-.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site test lint clean
+.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site verify test lint clean
 
 help:
 	@echo "make demo      set up, bring the lab up, deploy playbooks/site.yml, print a summary"
@@ -32,6 +32,7 @@ help:
 	@echo "make lab       bring the local lab up (idempotent)"
 	@echo "make lab-down  remove every container, link, namespace and image the lab made"
 	@echo "make site      run playbooks/site.yml against the lab"
+	@echo "make verify    probe the lab after site.yml (ACL, path MTU, iperf3; playbooks/verify.yml)"
 	@echo "make lint      yamllint and ansible-lint (production profile)"
 	@echo "make lock      re-resolve requirements.lock after a pin in requirements.txt changed"
 	@echo "make testbed-inventory TESTBED=chameleon|jetstream2"
@@ -89,6 +90,9 @@ lab-down: venv
 site: venv
 	$(PLAYBOOK) playbooks/site.yml
 
+verify: venv
+	$(PLAYBOOK) playbooks/verify.yml
+
 # The demo keeps Ansible's full output in a log and shows the summary table
 # the sdmz_summary callback writes at the end of each playbook.
 demo: setup
@@ -100,6 +104,12 @@ demo: setup
 	@$(PLAYBOOK) playbooks/site.yml > $(BUILD)/logs/demo.log 2>&1 \
 	    || { tail -n 40 $(BUILD)/logs/demo.log; echo "site.yml failed: see build/logs/demo.log"; exit 1; }
 	@cat $(BUILD)/summary/site.md
+	@echo "Verifying the rollout: ACL probes, path MTU, iperf3 (full log: build/logs/verify.log) ..."
+	@$(PLAYBOOK) playbooks/verify.yml > $(BUILD)/logs/verify.log 2>&1 \
+	    || { grep -E '^(ok|FAIL) ' $(BUILD)/logs/verify.log; tail -n 20 $(BUILD)/logs/verify.log; \
+	         echo "verify.yml failed: see build/logs/verify.log"; exit 1; }
+	@grep -oE '"(ok|FAIL) +[a-z0-9-]+ .*"' $(BUILD)/logs/verify.log | tr -d '"' || true
+	@echo "Report: build/reports/verify/"
 
 lint: venv
 	$(VENV)/bin/yamllint --strict .
