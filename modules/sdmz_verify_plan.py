@@ -64,7 +64,9 @@ def plan(params):
     flows = permitted_flows(hosts, site, sources, params["catalogue"], rules, params["collaborators"])
     remote = {}  # inventory host inside a collaborator prefix -> its address there
     for host in sorted(hosts):
-        if hosts[host].get("vars", {}).get("sdmz_site") == site:
+        # The collaborators' data hosts the inventory knows (in the lab, site B's).
+        if hosts[host].get("vars", {}).get("sdmz_site") == site or \
+                not {"dtn", "gateway", "perfsonar"} & set(hosts[host].get("groups", [])):
             continue
         for address in _dmz_addresses(hosts[host], 4):
             for _, name, _, _, network in sources:
