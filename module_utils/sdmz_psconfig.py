@@ -51,23 +51,6 @@ def _address(text, where, problems):
         return None
 
 
-def points_from_inventory(hosts, site, group="perfsonar"):
-    """The site's measurement points: [{name, address}], one per DMZ address of each
-    host in `group` (IPv6 addresses named <host>-v6)."""
-    points = []
-    for host in sorted(hosts):
-        entry = hosts[host]
-        if group not in entry.get("groups", []) or entry.get("vars", {}).get("sdmz_site") != site:
-            continue
-        for iface in entry["vars"].get("sdmz_interfaces") or []:
-            if iface.get("role") != "dmz":
-                continue
-            for key, suffix in (("ipv4", ""), ("ipv6", "-v6")):
-                if iface.get(key):
-                    points.append({"name": host + suffix, "address": str(ipaddress.ip_interface(iface[key]).ip)})
-    return points
-
-
 def _points(points, problems):
     """Local measurement points: [{name, address}] -> {name: address}."""
     local = {}

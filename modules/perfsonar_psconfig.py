@@ -28,7 +28,14 @@ template: {description: The pSConfig template., returned: success, type: dict}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sdmz_psconfig import PsconfigError, points_from_inventory, template
+from ansible.module_utils.sdmz_acl import local_destinations
+from ansible.module_utils.sdmz_psconfig import PsconfigError, template
+
+
+def points_from_inventory(hosts, site):
+    """One point per DMZ address of the site's perfsonar hosts (IPv6 ones named <host>-v6)."""
+    return [{"name": host + ("-v6" if network.version == 6 else ""), "address": str(network.network_address)}
+            for host, network in local_destinations(hosts, site, "perfsonar")]
 
 
 def main():
