@@ -6,14 +6,21 @@ from __future__ import annotations
 import configparser
 import importlib.util
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from conftest import ROOT, VENV_BIN, playbook
 
-PSCONFIG_SCHEMA = ROOT.parent / "shared" / "schemas" / "psconfig-schema.json"
+# perfSONAR's schema is test data beside the project, never copied into it: next to the
+# checkout, at the workspace's shared folder, or where SDMZ_PSCONFIG_SCHEMA says.
+_CANDIDATES = [Path(p) for p in (os.environ.get("SDMZ_PSCONFIG_SCHEMA"),) if p] + [
+    ROOT.parent / "shared" / "schemas" / "psconfig-schema.json",
+    Path("/work/shared/schemas/psconfig-schema.json")]
+PSCONFIG_SCHEMA = next((p for p in _CANDIDATES if p.is_file()), _CANDIDATES[0])
 
 
 def _load(name):
@@ -45,7 +52,8 @@ def rendered(request, tmp_path_factory):
 
 def psconfig_schema():
     if not PSCONFIG_SCHEMA.is_file():
-        pytest.skip("perfSONAR's pSConfig schema is not at %s: schema validation NOT run" % PSCONFIG_SCHEMA)
+        pytest.skip("perfSONAR's pSConfig schema is in none of %s: schema validation NOT run"
+                    % ", ".join(str(p) for p in _CANDIDATES))
     return json.loads(PSCONFIG_SCHEMA.read_text())
 
 
