@@ -38,7 +38,8 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self.playbook_name = os.path.splitext(os.path.basename(playbook._file_name))[0]
-        self.summary_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(playbook._file_name))),
+        # Always the kit's own build/ (playbooks may live elsewhere, e.g. tests/fixtures).
+        self.summary_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                         "build", "summary")
 
     def v2_playbook_on_play_start(self, play):
