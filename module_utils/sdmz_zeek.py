@@ -104,7 +104,7 @@ def cluster(sensors, settings):
             if settings.get("pin_cpus", True):
                 # Workers take the highest CPUs; the lowest stay for the manager, logger,
                 # proxy and the NIC's interrupts.
-                section["pin_cpus"] = list(range(next_cpu, next_cpu - lb_procs, -1))[::-1]
+                section["pin_cpus"] = list(range(next_cpu - lb_procs + 1, next_cpu + 1))
                 next_cpu -= lb_procs
             sections.append(section)
     if problems:
@@ -232,30 +232,3 @@ def zeek_literal(value):
         address, length = text.split("/")
         return "[%s]/%s" % (address, length)
     return "[%s]" % text
-
-
-def policy_inputs(hosts, site, collaborators, catalogue, groups=("dtn", "gateway")):
-    """What the kit's Zeek policy needs from the inventory: the collaborators' prefixes,
-    the site's data hosts (DTNs, gateways) and the ports their services use."""
-    nets = []
-    for collab in collaborators or []:
-        for key in ("prefixes_v4", "prefixes_v6"):
-            nets += [zeek_literal(ipaddress.ip_network(p)) for p in collab.get(key) or []]
-    data_hosts = []
-    for host in sorted(hosts):
-        entry = hosts[host]
-        if entry.get("vars", {}).get("sdmz_site") != site or not set(groups) & set(entry.get("groups", [])):
-            continue
-        for iface in entry["vars"].get("sdmz_interfaces") or []:
-            if iface.get("role") == "dmz":
-                data_hosts += [zeek_literal(ipaddress.ip_interface(iface[k]).ip) for k in ("ipv4", "ipv6") if iface.get(k)]
-    ports = set()
-    for service in catalogue.values():
-        if not set(groups) & set(service.get("offered_by") or []):
-            continue
-        for rule in service.get("rules") or []:
-            if rule.get("protocol") in ("tcp", "udp"):
-                low, _, high = str(rule["ports"]).partition("-")
-                ports.add((rule["protocol"], int(low), int(high or low)))
-    return {"collaborator_nets": nets, "data_hosts": data_hosts,
-            "data_port_ranges": [{"proto": p, "lo": lo, "hi": hi} for p, lo, hi in sorted(ports)]}

@@ -42,18 +42,6 @@ from ansible.module_utils.sdmz_acl import (PolicyError, catalogue_rules, collabo
                                            permitted_flows)
 
 
-def _dmz_addresses(entry, version=None):
-    found = []
-    for iface in entry.get("vars", {}).get("sdmz_interfaces") or []:
-        if iface.get("role") in ("dmz", "lan"):
-            for key in ("ipv4", "ipv6"):
-                if iface.get(key):
-                    address = ipaddress.ip_interface(iface[key]).ip
-                    if version is None or address.version == version:
-                        found.append(address)
-    return found
-
-
 def plan(params):
     hosts, site = params["hosts"], params["site"]
     problems = []
@@ -62,16 +50,15 @@ def plan(params):
     if problems:
         raise PolicyError(problems)
     flows = permitted_flows(hosts, site, sources, params["catalogue"], rules, params["collaborators"])
-    remote = {}  # inventory host inside a collaborator prefix -> its address there
-    for host in sorted(hosts):
-        # The collaborators' data hosts the inventory knows (in the lab, site B's).
-        if hosts[host].get("vars", {}).get("sdmz_site") == site or \
-                not {"dtn", "gateway", "perfsonar"} & set(hosts[host].get("groups", [])):
-            continue
-        for address in _dmz_addresses(hosts[host], 4):
-            for _, name, _, _, network in sources:
-                if address in network:
-                    remote[host] = (name, address)
+    # The collaborators' data hosts the inventory knows (in the lab, site B's).
+    remote = {}
+    for other in sorted({entry.get("vars", {}).get("sdmz_site") for entry in hosts.values()} - {site, None}):
+        for group in ("dtn", "gateway", "perfsonar"):
+            for host, network in local_destinations(hosts, other, group):
+                address = network.network_address
+                for _, name, _, _, prefix in sources:
+                    if address.version == 4 and address in prefix:
+                        remote[host] = (name, address)
     outsiders = sorted(h for h in hosts if params["non_collaborator_group"] in hosts[h].get("groups", []))
     probes, not_probed, seen = [], [], set()
     for flow in flows:

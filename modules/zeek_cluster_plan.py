@@ -36,7 +36,30 @@ policy: {description: "Zeek literals for the policy scripts: collaborator_nets, 
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sdmz_zeek import ZeekError, check_node_cfg, cluster, networks, node_cfg, policy_inputs
+from ansible.module_utils.sdmz_acl import PolicyError, catalogue_rules, collaborator_sources, local_destinations
+from ansible.module_utils.sdmz_zeek import ZeekError, check_node_cfg, cluster, networks, node_cfg, zeek_literal
+
+DATA_GROUPS = ("dtn", "gateway")
+
+
+def policy_inputs(hosts, site, collaborators, catalogue):
+    """What the kit's Zeek policy needs, from the derivation the ACL uses: the collaborators'
+    prefixes, the site's DTNs and gateways, and the ports their services use."""
+    problems = []
+    rules = catalogue_rules(catalogue, problems)
+    sources = collaborator_sources(collaborators, problems)
+    if problems:
+        raise PolicyError(problems)
+    data_hosts = [zeek_literal(network.network_address)
+                  for group in DATA_GROUPS for _, network in local_destinations(hosts, site, group)]
+    ports = set()
+    for name, parsed in rules.items():
+        if set(DATA_GROUPS) & set(catalogue[name].get("offered_by") or []):
+            ports.update((protocol, low_high[0], low_high[1]) for _, protocol, low_high in parsed if low_high)
+    ports = sorted(ports)
+    return {"collaborator_nets": [zeek_literal(source[4]) for source in sources],
+            "data_hosts": list(dict.fromkeys(data_hosts)),
+            "data_port_ranges": [{"proto": p, "lo": lo, "hi": hi} for p, lo, hi in ports]}
 
 
 def main():
@@ -65,7 +88,10 @@ def main():
     if problems:
         module.fail_json(msg="the derived node.cfg breaks zeekctl's rules:\n%s" % "\n".join("  - " + p for p in problems),
                          problems=problems, node_cfg=text)
-    policy = policy_inputs(params["hosts"], params["site"], params["collaborators"], params["catalogue"])
+    try:
+        policy = policy_inputs(params["hosts"], params["site"], params["collaborators"], params["catalogue"])
+    except PolicyError as exc:
+        module.fail_json(msg="the policy has problems:\n" + "\n".join("  - " + p for p in exc.problems))
     module.exit_json(changed=False, sections=sections, node_cfg=text, networks=[list(n) for n in nets], policy=policy)
 
 

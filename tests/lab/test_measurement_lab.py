@@ -46,7 +46,8 @@ def test_verify_probes_every_path_and_reports(rolled_out):
     collaborator = [c for c in checks if c["from"] == "dtn2" and c["check"] == "acl"]
     assert {c["to"].split()[0] for c in collaborator} == {"dtn1", "gw1", "ps1"}
     iperf3 = {c["from"]: c for c in checks if c["check"] == "iperf3"}
-    assert set(iperf3) == {"dtn1", "dtn2"} and all(c["bits_per_second"] > 0 for c in iperf3.values())
+    assert set(iperf3) == {"dtn1", "dtn2", "gw2"} and all(c["bits_per_second"] > 0 for c in iperf3.values())
+    assert {c["from"] for c in checks if c["check"] == "acl"} == {"dtn2", "gw2", "rogue"}
     mtu = [c for c in checks if c["check"] == "path-mtu"]
     assert {(c["from"], c["to"].split()[0]) for c in mtu} >= {("dtn1", "dtn2"), ("ps1", "dtn2")}
     assert any(n["protocol"] == "udp" and "UDP" in n["reason"] for n in report["not_probed"])

@@ -140,6 +140,11 @@ def test_networks_and_policy_come_from_the_inventory(rendered):
         assert "198.18.1.11," in main and "198.18.1.12," in main and "198.18.1.13," not in main
         assert "PortRange($proto=tcp, $lo=50000, $hi=51000)" in main
         assert "PortRange($proto=tcp, $lo=5100, $hi=5199)" in main
+    else:
+        assert "192.0.2.0/26\t" in networks
+        assert "198.51.100.0/25," in main and "[2001:db8:c000::]/48," in main
+        assert "192.0.2.11," in main and "[2001:db8:100::11]," in main
+        assert "PortRange($proto=tcp, $lo=2811, $hi=2811)" in main
 
 
 @pytest.mark.parametrize("extra, message", [

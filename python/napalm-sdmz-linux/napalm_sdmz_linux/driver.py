@@ -242,7 +242,9 @@ def _read_all(channel):
         if channel.recv_stderr_ready():
             err.append(channel.recv_stderr(65536))
             continue
-        if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+        # The end of output is the server's EOF, not its exit status: sshd may send the exit
+        # status while the command's last output is still on its way.
+        if channel.eof_received and not channel.recv_ready() and not channel.recv_stderr_ready():
             break
         channel.status_event.wait(0.05)
     return b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace")
