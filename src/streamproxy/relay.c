@@ -1,0 +1,371 @@
+#include "relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Fairness: at most this many splice/read rounds per direction per wakeup. */
+#define PUMP_ROUNDS 16
+#define RING_DROP_FRACTION 4
+
+int socket_set_pacing(int fd, uint64_t bytes_per_s)
+{
+    uint64_t value = bytes_per_s ? bytes_per_s : ~0ULL;
+
+    return setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &value, sizeof value);
+}
+
+static uint64_t pipe_size_for(uint64_t wanted, uint64_t pipe_max)
+{
+    return wanted > pipe_max ? pipe_max : wanted;
+}
+
+static int direction_open(struct direction *d, int src, int dst, bool use_ring,
+                          uint64_t buffer, uint64_t pipe_max)
+{
+    int fds[2];
+
+    memset(d, 0, sizeof *d);
+    d->src = src;
+    d->dst = dst;
+    d->pipe_r = d->pipe_w = -1;
+    d->use_ring = use_ring;
+    if (use_ring)
+        return ring_init(&d->ring, buffer);
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+        return -1;
+    d->pipe_r = fds[0];
+    d->pipe_w = fds[1];
+    /* Best effort: the effective size is what F_GETPIPE_SZ reports. */
+    (void)fcntl(d->pipe_w, F_SETPIPE_SZ, (int)pipe_size_for(buffer, pipe_max));
+    int size = fcntl(d->pipe_w, F_GETPIPE_SZ);
+    d->pipe_cap = size > 0 ? (uint64_t)size : 65536;
+    return 0;
+}
+
+static void direction_close(struct direction *d)
+{
+    if (d->pipe_r >= 0)
+        close(d->pipe_r);
+    if (d->pipe_w >= 0)
+        close(d->pipe_w);
+    d->pipe_r = d->pipe_w = -1;
+    if (d->use_ring)
+        ring_free(&d->ring);
+}
+
+static uint64_t direction_held(const struct direction *d)
+{
+    return d->use_ring ? d->ring.len : d->in_pipe;
+}
+
+static uint64_t direction_capacity(const struct direction *d)
+{
+    return d->use_ring ? d->ring.cap : d->pipe_cap;
+}
+
+static void set_nodelay_and_pacing(struct conn *c)
+{
+    int one = 1;
+
+    for (int side = 0; side < 2; side++)
+        if (setsockopt(c->fd[side], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+            log_msg(LOG_DEBUG, "%s ch%u: TCP_NODELAY: %s", c->req->spec.id, c->channel,
+                    strerror(errno));
+    if (c->settings.pacing_bytes_per_s &&
+        socket_set_pacing(c->fd[1], c->settings.pacing_bytes_per_s) < 0)
+        log_msg(LOG_WARN, "%s ch%u: rate unsupported: SO_MAX_PACING_RATE: %s",
+                c->req->spec.id, c->channel, strerror(errno));
+}
+
+struct conn *conn_new(struct request *req, unsigned channel, int client_fd, int target_fd,
+                      bool connecting, const struct relay_settings *settings, uint64_t pipe_max)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    bool ring = settings->policy == POLICY_DROP_OLDEST;
+
+    if (!c)
+        goto fail;
+    c->req = req;
+    c->channel = channel;
+    c->stats = &req->stats[channel];
+    c->fd[0] = client_fd;
+    c->fd[1] = target_fd;
+    c->connecting = connecting;
+    c->settings = *settings;
+    c->armed[0] = c->armed[1] = ~0u;
+    for (int side = 0; side < 2; side++) {
+        c->ep[side].kind = WATCH_CONN;
+        c->ep[side].conn = c;
+        c->ep[side].side = side;
+    }
+    if (direction_open(&c->dir[0], client_fd, target_fd, ring, settings->buffer_bytes,
+                       pipe_max) < 0)
+        goto fail_conn;
+    /* The reverse direction carries little; it never drops. */
+    if (direction_open(&c->dir[1], target_fd, client_fd, false, settings->buffer_bytes,
+                       pipe_max) < 0) {
+        direction_close(&c->dir[0]);
+        goto fail_conn;
+    }
+    set_nodelay_and_pacing(c);
+    return c;
+fail_conn:
+    log_msg(LOG_ERROR, "%s ch%u: relay buffers: %s", req->spec.id, channel, strerror(errno));
+    free(c);
+fail:
+    close(client_fd);
+    close(target_fd);
+    return NULL;
+}
+
+static bool direction_done(const struct direction *d)
+{
+    return d->aborted || (d->src_eof && direction_held(d) == 0 && d->dst_shut);
+}
+
+static void direction_shutdown_if_drained(struct direction *d)
+{
+    if (d->src_eof && !d->dst_shut && direction_held(d) == 0 && !d->aborted) {
+        /* Half-close: the far side sees EOF, the other direction goes on. */
+        (void)shutdown(d->dst, SHUT_WR);
+        d->dst_shut = true;
+    }
+}
+
+static int pump_splice(struct conn *c, struct direction *d, atomic_uint_fast64_t *bytes)
+{
+    for (int round = 0; round < PUMP_ROUNDS; round++) {
+        bool progress = false;
+        ssize_t n;
+
+        if (!d->src_eof && d->in_pipe < d->pipe_cap) {
+            n = splice(d->src, NULL, d->pipe_w, NULL, d->pipe_cap - d->in_pipe,
+                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                d->in_pipe += (uint64_t)n;
+                progress = true;
+            } else if (n == 0) {
+                d->src_eof = true;
+                progress = true;
+            } else if (errno == EAGAIN) {
+                /* No data, or the pipe ran out of slots before bytes. */
+                d->pipe_full = d->in_pipe > 0;
+            } else if (errno != EINTR) {
+                return -1;
+            }
+        }
+        if (d->in_pipe > 0 && !d->aborted) {
+            n = splice(d->pipe_r, NULL, d->dst, NULL, d->in_pipe,
+                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                d->in_pipe -= (uint64_t)n;
+                d->dst_blocked = false;
+                d->pipe_full = false;
+                atomic_fetch_add_explicit(bytes, (uint64_t)n, memory_order_relaxed);
+                progress = true;
+            } else if (n < 0 && errno == EAGAIN) {
+                d->dst_blocked = true;
+            } else if (n < 0 && errno != EINTR) {
+                return -1;
+            }
+        }
+        if (!progress)
+            break;
+    }
+    (void)c;
+    return 0;
+}
+
+static int ring_read(struct conn *c, struct direction *d, bool *progress)
+{
+    uint8_t *span;
+    size_t room;
+    ssize_t n;
+
+    if (d->ring.len == d->ring.cap && c->settings.policy == POLICY_DROP_OLDEST) {
+        size_t dropped = ring_drop_oldest(&d->ring, d->ring.cap / RING_DROP_FRACTION,
+                                          c->settings.record_bytes);
+        if (dropped) {
+            atomic_fetch_add_explicit(&c->stats->overflow_events, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->stats->dropped_bytes, dropped, memory_order_relaxed);
+        }
+    }
+    room = ring_free_span(&d->ring, &span);
+    if (room == 0)
+        return 0;
+    n = read(d->src, span, room);
+    if (n > 0) {
+        ring_commit(&d->ring, (size_t)n);
+        *progress = true;
+    } else if (n == 0) {
+        d->src_eof = true;
+        *progress = true;
+    } else if (errno != EAGAIN && errno != EINTR) {
+        return -1;
+    }
+    return 0;
+}
+
+static int pump_ring(struct conn *c, struct direction *d, atomic_uint_fast64_t *bytes)
+{
+    for (int round = 0; round < PUMP_ROUNDS; round++) {
+        bool progress = false;
+        const uint8_t *data;
+        size_t len;
+        ssize_t n;
+
+        if (!d->src_eof && ring_read(c, d, &progress) < 0)
+            return -1;
+        len = ring_data_span(&d->ring, &data);
+        if (len > 0 && !d->aborted) {
+            n = send(d->dst, data, len, MSG_NOSIGNAL);
+            if (n > 0) {
+                ring_consume(&d->ring, (size_t)n);
+                d->dst_blocked = false;
+                atomic_fetch_add_explicit(bytes, (uint64_t)n, memory_order_relaxed);
+                progress = true;
+            } else if (n < 0 && errno == EAGAIN) {
+                d->dst_blocked = true;
+            } else if (n < 0 && errno != EINTR) {
+                return -1;
+            }
+        }
+        if (!progress)
+            break;
+    }
+    return 0;
+}
+
+void conn_account(struct conn *c)
+{
+    const struct direction *fwd = &c->dir[0];
+    uint64_t held = direction_held(fwd), cap = direction_capacity(fwd);
+    bool full = fwd->use_ring ? fwd->ring.len == fwd->ring.cap : (fwd->pipe_full ||
+                                                                  fwd->in_pipe >= fwd->pipe_cap);
+
+    atomic_fetch_add_explicit(&c->stats->buffered, held - c->counted_buffered,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stats->buffer_capacity, cap - c->counted_capacity,
+                              memory_order_relaxed);
+    c->counted_buffered = held;
+    c->counted_capacity = cap;
+    /* Block policy: a full buffer holds the producer back. Counted per edge. */
+    if (full && !c->dir[0].was_full && c->settings.policy == POLICY_BLOCK)
+        atomic_fetch_add_explicit(&c->stats->full_events, 1, memory_order_relaxed);
+    c->dir[0].was_full = full;
+}
+
+int conn_pump(struct conn *c)
+{
+    static const int forward = 0;
+
+    for (int i = 0; i < 2; i++) {
+        struct direction *d = &c->dir[i];
+        atomic_uint_fast64_t *bytes = i == forward ? &c->stats->bytes_forward
+                                                   : &c->stats->bytes_reverse;
+        int rc = d->use_ring ? pump_ring(c, d, bytes) : pump_splice(c, d, bytes);
+
+        if (rc < 0)
+            return -1;
+        direction_shutdown_if_drained(d);
+    }
+    conn_account(c);
+    return direction_done(&c->dir[0]) && direction_done(&c->dir[1]) ? 1 : 0;
+}
+
+uint32_t conn_wanted_events(const struct conn *c, int side)
+{
+    const struct direction *reading = &c->dir[side];     /* side is its source */
+    const struct direction *writing = &c->dir[1 - side]; /* side is its destination */
+    uint32_t events = 0;
+
+    if (c->connecting)
+        return side == 1 ? EPOLLOUT : 0;
+    if (!reading->src_eof && !reading->aborted) {
+        bool room = reading->use_ring
+                        ? (reading->ring.len < reading->ring.cap ||
+                           c->settings.policy == POLICY_DROP_OLDEST)
+                        : (!reading->pipe_full && reading->in_pipe < reading->pipe_cap);
+        if (room)
+            events |= EPOLLIN;
+    }
+    if (writing->dst_blocked && direction_held(writing) > 0 && !writing->aborted)
+        events |= EPOLLOUT;
+    return events;
+}
+
+int conn_finish_connect(struct conn *c)
+{
+    int error = 0;
+    socklen_t len = sizeof error;
+
+    if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &error, &len) < 0)
+        return -1;
+    if (error) {
+        errno = error;
+        return -1;
+    }
+    c->connecting = false;
+    return 0;
+}
+
+void conn_side_hangup(struct conn *c, int side)
+{
+    /* Nothing more can be read from or written to this side. */
+    c->dir[side].src_eof = true;
+    c->dir[1 - side].aborted = true;
+}
+
+void conn_apply(struct conn *c, const struct relay_settings *settings, uint64_t pipe_max)
+{
+    for (int i = 0; i < 2; i++) {
+        struct direction *d = &c->dir[i];
+
+        if (d->use_ring) {
+            if (ring_resize(&d->ring, settings->buffer_bytes) < 0)
+                log_msg(LOG_WARN, "%s ch%u: buffer resize to %llu refused: %s (the ring holds more)",
+                        c->req->spec.id, c->channel,
+                        (unsigned long long)settings->buffer_bytes, strerror(errno));
+        } else {
+            int size = fcntl(d->pipe_w, F_SETPIPE_SZ,
+                             (int)pipe_size_for(settings->buffer_bytes, pipe_max));
+            if (size < 0)
+                log_msg(LOG_WARN, "%s ch%u: buffer resize to %llu: %s (kept %llu)",
+                        c->req->spec.id, c->channel,
+                        (unsigned long long)settings->buffer_bytes, strerror(errno),
+                        (unsigned long long)d->pipe_cap);
+            else
+                d->pipe_cap = (uint64_t)size;
+        }
+    }
+    if (settings->pacing_bytes_per_s != c->settings.pacing_bytes_per_s &&
+        socket_set_pacing(c->fd[1], settings->pacing_bytes_per_s) < 0)
+        log_msg(LOG_WARN, "%s ch%u: rate unsupported: SO_MAX_PACING_RATE: %s", c->req->spec.id,
+                c->channel, strerror(errno));
+    /* The drop policy and record size apply to new connections only: a live
+     * splice pipe cannot become a counting ring without copying its content. */
+    c->settings.buffer_bytes = settings->buffer_bytes;
+    c->settings.pacing_bytes_per_s = settings->pacing_bytes_per_s;
+    conn_account(c);
+}
+
+void conn_free(struct conn *c)
+{
+    atomic_fetch_sub_explicit(&c->stats->buffered, c->counted_buffered, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&c->stats->buffer_capacity, c->counted_capacity,
+                              memory_order_relaxed);
+    direction_close(&c->dir[0]);
+    direction_close(&c->dir[1]);
+    close(c->fd[0]);
+    close(c->fd[1]);
+    free(c);
+}
