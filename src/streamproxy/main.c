@@ -44,7 +44,7 @@ static int run_relay(int argc, char **argv)
         {"workers", required_argument, 0, 'w'}, {"metrics", required_argument, 0, 'm'},
         {"verbose", no_argument, 0, 'v'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    char *tok[16], bufs[16][1100], allow[1100] = "", err[200];
+    char *tok[16], bufs[16][1100], allow[1000] = "", err[200];
     struct proxy_config cfg;
     struct request_spec spec;
     int ntok = 0, opt;

@@ -51,6 +51,7 @@ struct conn {
     struct conn_endpoint ep[2];
     uint32_t armed[2];             /* events registered in epoll; ~0u = not registered */
     bool connecting;
+    bool closed;                   /* freed after the current epoll batch */
     struct relay_settings settings;
     struct direction dir[2];
     uint64_t counted_buffered, counted_capacity;

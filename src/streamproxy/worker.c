@@ -16,12 +16,11 @@
 
 static const int wake_watch = WATCH_WAKE;
 
+/* Closing unlinks the connection and stops its events; the memory is freed
+ * after the current epoll batch, which may still name it. */
 static void conn_close(struct worker *w, struct conn *c, const char *why)
 {
-    char msg[160];
-
-    snprintf(msg, sizeof msg, "%s ch%u: closed (%s)", c->req->spec.id, c->channel, why);
-    log_msg(LOG_DEBUG, "%s", msg);
+    log_msg(LOG_DEBUG, "%s ch%u: closed (%s)", c->req->spec.id, c->channel, why);
     for (int side = 0; side < 2; side++)
         if (c->armed[side] != ~0u)
             (void)epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd[side], NULL);
@@ -31,12 +30,25 @@ static void conn_close(struct worker *w, struct conn *c, const char *why)
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    atomic_fetch_sub_explicit(&c->stats->conns_active, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&c->req->conns, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(w->total_conns, 1, memory_order_relaxed);
-    struct request *req = c->req;
-    conn_free(c);
-    request_unref(req);
+    c->closed = true;
+    c->prev = NULL;
+    c->next = w->graveyard;
+    w->graveyard = c;
+}
+
+static void bury(struct worker *w)
+{
+    while (w->graveyard) {
+        struct conn *c = w->graveyard;
+        struct request *req = c->req;
+
+        w->graveyard = c->next;
+        atomic_fetch_sub_explicit(&c->stats->conns_active, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&req->conns, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(w->total_conns, 1, memory_order_relaxed);
+        conn_free(c);
+        request_unref(req);
+    }
 }
 
 /* Register or modify each side's events to what the connection needs now. */
@@ -61,6 +73,8 @@ static void conn_event(struct worker *w, struct conn *c, int side, uint32_t even
 {
     int rc;
 
+    if (c->closed)
+        return;
     if (c->connecting) {
         if (conn_finish_connect(c) < 0) {
             char why[128];
@@ -192,9 +206,11 @@ static void *worker_main(void *arg)
                 conn_event(w, ep->conn, ep->side, events[i].events);
             }
         }
+        bury(w);
     }
     while (w->conns)
         conn_close(w, w->conns, "shutdown");
+    bury(w);
     return NULL;
 }
 

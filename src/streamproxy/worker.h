@@ -31,6 +31,7 @@ struct worker {
     pthread_mutex_t lock;
     struct command *queue_head, *queue_tail;
     struct conn *conns;           /* worker thread only */
+    struct conn *graveyard;       /* closed in this epoll batch; freed after it */
     atomic_uint *total_conns;     /* the server's count, decremented on close */
     uint64_t pipe_max;
 };
