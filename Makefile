@@ -23,7 +23,7 @@ export ANSIBLE_LOCAL_TEMP := $(BUILD)/ansible-tmp
 
 PLAYBOOK := $(VENV)/bin/ansible-playbook
 
-.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site verify test lint clean
+.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site verify test lint clean bench-proxy
 
 help:
 	@echo "make demo      set up, bring the lab up, deploy playbooks/site.yml, print a summary"
@@ -34,6 +34,7 @@ help:
 	@echo "make site      run playbooks/site.yml against the lab"
 	@echo "make verify    probe the lab after site.yml (ACL, path MTU, iperf3; playbooks/verify.yml)"
 	@echo "make lint      yamllint and ansible-lint (production profile)"
+	@echo "make bench-proxy  sdmz-proxy vs direct, HAProxy and socat (build/bench/proxy.*)"
 	@echo "make lock      re-resolve requirements.lock after a pin in requirements.txt changed"
 	@echo "make testbed-inventory TESTBED=chameleon|jetstream2"
 	@echo "               write inventories/testbed/hosts.yml from an applied Terraform testbed"
@@ -110,6 +111,12 @@ demo: setup
 	         echo "verify.yml failed: see build/logs/verify.log"; exit 1; }
 	@grep -oE '"(ok|FAIL) +[a-z0-9-]+ .*"' $(BUILD)/logs/verify.log | tr -d '"' || true
 	@echo "Report: build/reports/verify/"
+
+# Benchmarks: real peers side by side in one run; ratios, a table, JSON and a
+# plot in build/bench/. Never part of `make test`.
+bench-proxy: setup
+	@$(ROOT)/scripts/setup-debian.sh $(ROOT)/packages/bench-debian.txt
+	$(VENV)/bin/python bench/proxy.py
 
 lint: venv
 	$(VENV)/bin/yamllint --strict .

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
-list="$here/packages/debian.txt"
+list="${1:-$here/packages/debian.txt}"
 
 if [[ $EUID -ne 0 ]]; then
     echo "setup-debian: must run as root (it installs Debian packages)" >&2

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""make bench-proxy: goodput and added latency of a direct connection,
+sdmz-proxy, HAProxy (TCP mode, splice) and socat, on loopback, side by side in
+one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8).
+Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
+ping-pong (sdmz-msgbench). Writes a table, build/bench/proxy.json and
+build/bench/proxy.png. A benchmark: it reports ratios, it asserts nothing."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "src" / "streamproxy" / "build"
+OUT = ROOT / "build" / "bench"
+SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
+SIZES = [512 << i for i in range(12)]  # 512 B ... 1 MiB
+PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
+
+
+def wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError("port %d never opened" % port)
+
+
+def start_hop(peer: str, listen: int, target: int, workdir: Path) -> subprocess.Popen:
+    if peer == "sdmz-proxy":
+        cmd = [str(BIN / "sdmz-proxy"), "relay", "--listen", "127.0.0.1:%d" % listen,
+               "--connect", "127.0.0.1:%d" % target]
+    elif peer == "haproxy":
+        cfg = workdir / ("haproxy-%d.cfg" % listen)
+        cfg.write_text(
+            "global\n  maxconn 256\ndefaults\n  mode tcp\n  timeout connect 5s\n"
+            "  timeout client 5m\n  timeout server 5m\n  option splice-auto\n"
+            "listen hop\n  bind 127.0.0.1:%d\n  server target 127.0.0.1:%d\n" % (listen, target))
+        cmd = ["haproxy", "-db", "-f", str(cfg)]
+    elif peer == "socat":
+        cmd = ["socat", "TCP-LISTEN:%d,reuseaddr,fork,bind=127.0.0.1" % listen,
+               "TCP:127.0.0.1:%d" % target]
+    else:
+        raise ValueError(peer)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(listen)
+    return proc
+
+
+class Path_:
+    """A chain of `hops` proxies of one kind in front of `target`."""
+
+    def __init__(self, peer: str, hops: int, target: int, base: int, workdir: Path):
+        self.procs, self.entry = [], target
+        if peer != "direct":
+            for hop in range(hops):
+                listen = base + hop
+                self.procs.append(start_hop(peer, listen, self.entry, workdir))
+                self.entry = listen
+
+    def close(self):
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
+def goodput(entry: int, size: int) -> float:
+    result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(entry), "-t", str(SECONDS),
+                             "-l", str(size), "-J"], capture_output=True, text=True, timeout=120)
+    data = json.loads(result.stdout)
+    return data["end"]["sum_received"]["bits_per_second"]
+
+
+def latency(entry: int) -> float:
+    result = subprocess.run([str(BIN / "sdmz-msgbench"), "pingpong", "--connect",
+                             "127.0.0.1:%d" % entry, "--size", "512", "--count", "20000"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(result.stdout)["rtt_us_p50"]
+
+
+def main() -> int:
+    missing = [tool for tool in ("iperf3", "haproxy", "socat") if not shutil.which(tool)]
+    if missing or not (BIN / "sdmz-proxy").exists():
+        print("bench-proxy: missing %s (make setup; make bench-proxy installs the peers)"
+              % ", ".join(missing or ["src/streamproxy/build"]), file=sys.stderr)
+        return 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    results = {"seconds_per_point": SECONDS, "cpus": os.cpu_count(), "goodput_bps": {},
+               "rtt_us_p50": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        iperf_port, echo_port, base = 27201, 27202, 27210
+        iperf = subprocess.Popen(["iperf3", "-s", "-p", str(iperf_port)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        echo = subprocess.Popen([str(BIN / "sdmz-msgbench"), "echo", "--listen",
+                                 "127.0.0.1:%d" % echo_port])
+        wait_port(iperf_port)
+        wait_port(echo_port)
+        try:
+            for hops in (1, 2):
+                for peer in PEERS:
+                    key = "%s/%d" % (peer, hops)
+                    path = Path_(peer, hops, iperf_port, base, workdir)
+                    try:
+                        results["goodput_bps"][key] = {str(s): goodput(path.entry, s) for s in SIZES}
+                    finally:
+                        path.close()
+                    path = Path_(peer, hops, echo_port, base + 5, workdir)
+                    try:
+                        results["rtt_us_p50"][key] = latency(path.entry)
+                    finally:
+                        path.close()
+                    print("measured %-12s %d hop(s)" % (peer, hops), file=sys.stderr)
+        finally:
+            iperf.terminate()
+            echo.terminate()
+    report(results)
+    return 0
+
+
+def report(results: dict) -> None:
+    g, rtt = results["goodput_bps"], results["rtt_us_p50"]
+    ratios, targets = {}, []
+    for hops in (1, 2):
+        print("\n%d hop(s): goodput in Gbit/s by write size" % hops)
+        print("%-8s" % "size" + "".join("%12s" % p for p in PEERS) +
+              "  proxy/direct proxy/haproxy proxy/socat")
+        for size in SIZES:
+            row = {p: g["%s/%d" % (p, hops)][str(size)] for p in PEERS}
+            r = {"direct": row["sdmz-proxy"] / row["direct"],
+                 "haproxy": row["sdmz-proxy"] / row["haproxy"],
+                 "socat": row["sdmz-proxy"] / row["socat"]}
+            ratios["%d/%d" % (hops, size)] = r
+            print("%-8s" % size + "".join("%12.2f" % (row[p] / 1e9) for p in PEERS) +
+                  "  %12.2f %13.2f %11.2f" % (r["direct"], r["haproxy"], r["socat"]))
+            if size >= 65536:
+                targets.append(("%d hop %7d B: >= 1.5x HAProxy" % (hops, size), r["haproxy"] >= 1.5))
+                targets.append(("%d hop %7d B: >= 2x socat" % (hops, size), r["socat"] >= 2.0))
+                if hops == 1:
+                    targets.append(("1 hop %7d B: >= 0.75 of direct" % size, r["direct"] >= 0.75))
+            targets.append(("%d hop %7d B: ahead of HAProxy and socat" % (hops, size),
+                            r["haproxy"] > 1 and r["socat"] > 1))
+    print("\n512 B ping-pong, median round trip (us) and added one-way latency per hop (us)")
+    added = {}
+    for hops in (1, 2):
+        for peer in PEERS[1:]:
+            key = "%s/%d" % (peer, hops)
+            added[key] = (rtt[key] - rtt["direct/%d" % hops]) / 2 / hops
+            print("  %-12s %d hop(s): rtt %7.1f  added/hop %6.1f" % (peer, hops, rtt[key], added[key]))
+        print("  %-12s        rtt %7.1f" % ("direct", rtt["direct/%d" % hops]))
+    targets.append(("added latency per hop <= 10 us (1 hop)", added["sdmz-proxy/1"] <= 10))
+    results["ratios"] = ratios
+    results["added_latency_us_per_hop"] = added
+    results["targets"] = {name: ok for name, ok in targets}
+    missed = [name for name, ok in targets if not ok]
+    print("\ntargets: %d of %d met" % (len(targets) - len(missed), len(targets)))
+    for name in missed:
+        print("  missed: " + name)
+    (OUT / "proxy.json").write_text(json.dumps(results, indent=2) + "\n")
+    plot(results)
+    print("\nwrote build/bench/proxy.json and build/bench/proxy.png")
+
+
+def plot(results: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, hops in zip(axes, (1, 2)):
+        for peer in PEERS:
+            series = results["goodput_bps"]["%s/%d" % (peer, hops)]
+            ax.plot(SIZES, [series[str(s)] / 1e9 for s in SIZES], marker="o", label=peer)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("write size (bytes)")
+        ax.set_title("%d proxy hop(s), loopback, %d CPUs" % (hops, results["cpus"]))
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("goodput (Gbit/s)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "proxy.png", dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
