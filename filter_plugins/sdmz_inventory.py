@@ -11,6 +11,7 @@ SITE_KEYS = (
     "sdmz_collaborators",
     "sdmz_services",
     "sdmz_lab_segments",
+    "sdmz_streams",
     "sdmz_acl_blocklist",
 )
 

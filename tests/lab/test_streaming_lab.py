@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import playbook, podman_exec, recap
+from conftest import ROOT, playbook, podman_exec, recap, run
 
 pytestmark = pytest.mark.usefixtures("lab")
 
@@ -44,11 +44,24 @@ def streamctl(host: str, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
+def install_pyzmq(host: str) -> None:
+    """The producer and consumer applications' library: the venv's pyzmq wheel
+    (its libzmq bundled; same Python 3.11 as the lab image) copied in."""
+    site = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    target = "sdmz-%s:/usr/local/lib/python3.11/dist-packages/" % host
+    assert podman_exec(host, "mkdir", "-p", "/usr/local/lib/python3.11/dist-packages").returncode == 0
+    for name in ["zmq"] + [p.name for p in site.glob("pyzmq*.libs")]:
+        copied = run(["podman", "cp", str(site / name), target])
+        assert copied.returncode == 0, copied.stderr
+
+
 @pytest.fixture(scope="module")
 def deployed():
-    run = playbook("playbooks/streaming.yml", timeout=900)
-    assert run.returncode == 0, run.stdout[-4000:]
-    return run
+    run_ = playbook("playbooks/streaming.yml", timeout=900)
+    assert run_.returncode == 0, run_.stdout[-4000:]
+    for host in ("dtn1", "dtn2"):
+        install_pyzmq(host)
+    return run_
 
 
 def zmq_stream(count: int) -> str:
