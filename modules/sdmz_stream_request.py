@@ -55,7 +55,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 UPDATABLE = ("rate", "buffer", "policy", "record", "allow", "max-conns")
 FIXED = ("side", "channels", "listen", "connect")
-_SCALE = {"": 1, "k": 1, "m": 2, "g": 3}
+_SCALE = {"": 0, "k": 1, "m": 2, "g": 3}
 
 
 def _quantity(value, base):
