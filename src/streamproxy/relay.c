@@ -141,7 +141,23 @@ static void direction_shutdown_if_drained(struct direction *d)
     }
 }
 
-static int pump_splice(struct conn *c, struct direction *d, atomic_uint_fast64_t *bytes)
+/* The outcome of a write towards d->dst, whatever moved the bytes. */
+static int account_write(struct direction *d, ssize_t n, atomic_uint_fast64_t *bytes,
+                         bool *progress)
+{
+    if (n > 0) {
+        d->dst_blocked = false;
+        atomic_fetch_add_explicit(bytes, (uint64_t)n, memory_order_relaxed);
+        *progress = true;
+    } else if (n < 0 && errno == EAGAIN) {
+        d->dst_blocked = true;
+    } else if (n < 0 && errno != EINTR) {
+        return -1;
+    }
+    return 0;
+}
+
+static int pump_splice(struct direction *d, atomic_uint_fast64_t *bytes)
 {
     for (int round = 0; round < PUMP_ROUNDS; round++) {
         bool progress = false;
@@ -168,20 +184,14 @@ static int pump_splice(struct conn *c, struct direction *d, atomic_uint_fast64_t
                        SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 d->in_pipe -= (uint64_t)n;
-                d->dst_blocked = false;
                 d->pipe_full = false;
-                atomic_fetch_add_explicit(bytes, (uint64_t)n, memory_order_relaxed);
-                progress = true;
-            } else if (n < 0 && errno == EAGAIN) {
-                d->dst_blocked = true;
-            } else if (n < 0 && errno != EINTR) {
-                return -1;
             }
+            if (account_write(d, n, bytes, &progress) < 0)
+                return -1;
         }
         if (!progress)
             break;
     }
-    (void)c;
     return 0;
 }
 
@@ -228,16 +238,10 @@ static int pump_ring(struct conn *c, struct direction *d, atomic_uint_fast64_t *
         len = ring_data_span(&d->ring, &data);
         if (len > 0 && !d->aborted) {
             n = send(d->dst, data, len, MSG_NOSIGNAL);
-            if (n > 0) {
+            if (n > 0)
                 ring_consume(&d->ring, (size_t)n);
-                d->dst_blocked = false;
-                atomic_fetch_add_explicit(bytes, (uint64_t)n, memory_order_relaxed);
-                progress = true;
-            } else if (n < 0 && errno == EAGAIN) {
-                d->dst_blocked = true;
-            } else if (n < 0 && errno != EINTR) {
+            if (account_write(d, n, bytes, &progress) < 0)
                 return -1;
-            }
         }
         if (!progress)
             break;
@@ -272,7 +276,7 @@ int conn_pump(struct conn *c)
         struct direction *d = &c->dir[i];
         atomic_uint_fast64_t *bytes = i == forward ? &c->stats->bytes_forward
                                                    : &c->stats->bytes_reverse;
-        int rc = d->use_ring ? pump_ring(c, d, bytes) : pump_splice(c, d, bytes);
+        int rc = d->use_ring ? pump_ring(c, d, bytes) : pump_splice(d, bytes);
 
         if (rc < 0)
             return -1;
