@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "streamproxy"
 
 
@@ -224,3 +226,33 @@ def send_and_confirm(port: int, payload: bytes) -> str:
         while chunk := s.recv(4096):
             answer += chunk
     return answer.decode()
+
+
+# ---- fixtures (imported by the test modules; a second conftest.py would
+# shadow tests/conftest.py for the other test folders) ----
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+
+
+@pytest.fixture(scope="session")
+def builds() -> None:
+    result = subprocess.run(["make", "-C", str(SRC), "all", "asan"], capture_output=True,
+                            text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.fixture(params=["build", "build-asan"], ids=["release", "asan"])
+def bindir(request, builds) -> Path:
+    return SRC / request.param
+
+
+@pytest.fixture
+def proxy(bindir, tmp_path):
+    p = Proxy(bindir, tmp_path / "proxy").start()
+    yield p
+    if p.proc is not None:
+        rc = p.stop()
+        log = p.log_text()
+        # Sanitizer reports (leaks included, at exit) fail the test that caused them.
+        assert not any(mark in log for mark in SANITIZER_MARKS), log[-4000:]
+        assert rc == 0, log[-2000:]

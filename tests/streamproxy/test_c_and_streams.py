@@ -10,7 +10,7 @@ import time
 import pytest
 import zmq
 
-from proxyctl import SRC, free_port_block, wait_for
+from proxyctl import SRC, bindir, builds, free_port_block, wait_for  # noqa: F401
 
 
 @pytest.mark.parametrize("build", ["build", "build-asan"], ids=["release", "asan"])

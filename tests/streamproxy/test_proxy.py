@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from proxyctl import Proxy, Sink, free_port_block, send_and_confirm, wait_for
+from proxyctl import (Proxy, Sink, bindir, builds, free_port_block, proxy,  # noqa: F401
+                      send_and_confirm, wait_for)
 
 
 def test_relay_mode_carries_bytes_intact_both_ways(bindir):
