@@ -57,7 +57,7 @@ def start_hop(peer: str, listen: int, target: int, workdir: Path) -> subprocess.
     return proc
 
 
-class Path_:
+class Chain:
     """A chain of `hops` proxies of one kind in front of `target`."""
 
     def __init__(self, peer: str, hops: int, target: int, base: int, workdir: Path):
@@ -110,12 +110,12 @@ def main() -> int:
             for hops in (1, 2):
                 for peer in PEERS:
                     key = "%s/%d" % (peer, hops)
-                    path = Path_(peer, hops, iperf_port, base, workdir)
+                    path = Chain(peer, hops, iperf_port, base, workdir)
                     try:
                         results["goodput_bps"][key] = {str(s): goodput(path.entry, s) for s in SIZES}
                     finally:
                         path.close()
-                    path = Path_(peer, hops, echo_port, base + 5, workdir)
+                    path = Chain(peer, hops, echo_port, base + 5, workdir)
                     try:
                         results["rtt_us_p50"][key] = latency(path.entry)
                     finally:

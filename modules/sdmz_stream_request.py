@@ -145,11 +145,13 @@ def main():
     create, update, recreate, release = plan(current, wanted, module.params["sides"],
                                              module.params["release_undeclared"])
     changed = bool(create or update or recreate or release)
-    diff = {"before": "".join("%s %s\n" % (r, json.dumps(current[r], sort_keys=True))
-                              for r in sorted(current)),
-            "after": "".join("%s %s\n" % (r, json.dumps(wanted.get(r, current.get(r)), sort_keys=True))
-                             for r in sorted((set(current) - set(release)) | set(create) | set(update)
-                                             | set(recreate)))}
+    after = {r: current[r] for r in current if r not in release}
+    after.update({r: wanted[r] for r in create + update + recreate})
+
+    def listing(requests):
+        return "".join("%s %s\n" % (r, json.dumps(requests[r], sort_keys=True)) for r in sorted(requests))
+
+    diff = {"before": listing(current), "after": listing(after)}
     result = dict(changed=changed, created=sorted(create + recreate), updated=sorted(update),
                   released=release, diff=diff)
     if module.check_mode or not changed:

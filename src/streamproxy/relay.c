@@ -201,7 +201,7 @@ static int ring_read(struct conn *c, struct direction *d, bool *progress)
     size_t room;
     ssize_t n;
 
-    if (d->ring.len == d->ring.cap && c->settings.policy == POLICY_DROP_OLDEST) {
+    if (d->ring.len == d->ring.cap) { /* the ring serves drop-oldest only */
         size_t dropped = ring_drop_oldest(&d->ring, d->ring.cap / RING_DROP_FRACTION,
                                           c->settings.record_bytes);
         if (dropped) {
@@ -295,10 +295,9 @@ uint32_t conn_wanted_events(const struct conn *c, int side)
     if (c->connecting)
         return side == 1 ? EPOLLOUT : 0;
     if (!reading->src_eof && !reading->aborted) {
-        bool room = reading->use_ring
-                        ? (reading->ring.len < reading->ring.cap ||
-                           c->settings.policy == POLICY_DROP_OLDEST)
-                        : (!reading->pipe_full && reading->in_pipe < reading->pipe_cap);
+        /* A drop-oldest ring always makes room by dropping. */
+        bool room = reading->use_ring ||
+                    (!reading->pipe_full && reading->in_pipe < reading->pipe_cap);
         if (room)
             events |= EPOLLIN;
     }

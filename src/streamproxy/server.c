@@ -123,7 +123,7 @@ static void state_save(struct server *s)
     FILE *f;
     int fd;
 
-    if (s->relay_mode || !s->cfg.state_file[0])
+    if (s->relay_mode || s->restoring || !s->cfg.state_file[0])
         return;
     snprintf(tmp, sizeof tmp, "%s.tmp", s->cfg.state_file);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -394,7 +394,7 @@ int server_handle_verb(struct server *s, const char *verb, int nargs, char **arg
 
 /* ---- events ------------------------------------------------------------- */
 
-static void refuse(struct server *s, int fd, const struct request *req, unsigned channel,
+static void refuse(int fd, const struct request *req, unsigned channel,
                    const struct sockaddr_storage *peer, const char *why, uint64_t *counter)
 {
     char text[64];
@@ -403,7 +403,6 @@ static void refuse(struct server *s, int fd, const struct request *req, unsigned
     log_msg(LOG_WARN, "%s ch%u: refused %s: %s", req->spec.id, channel, text, why);
     (*counter)++;
     close(fd);
-    (void)s;
 }
 
 static int connect_target(const struct request *req, unsigned channel, bool *connecting)
@@ -436,26 +435,26 @@ static void admit(struct server *s, struct request *req, unsigned channel, int c
     int target;
 
     if (!request_source_allowed(&req->spec, peer)) {
-        refuse(s, client, req, channel, peer, "source not in the request's allow list",
+        refuse(client, req, channel, peer, "source not in the request's allow list",
                &s->counters.rejected_source);
         return;
     }
     if (atomic_load(&s->total_conns) >= s->cfg.max_connections ||
         atomic_load(&req->conns) >= req->spec.max_conns) {
-        refuse(s, client, req, channel, peer, "connection limit reached",
+        refuse(client, req, channel, peer, "connection limit reached",
                &s->counters.rejected_limit);
         return;
     }
     target = connect_target(req, channel, &connecting);
     if (target < 0) {
         atomic_fetch_add(&req->stats[channel].connect_failures, 1);
-        refuse(s, client, req, channel, peer, strerror(errno), &s->counters.connect_errors);
+        refuse(client, req, channel, peer, strerror(errno), &s->counters.connect_errors);
         return;
     }
     cmd = calloc(1, sizeof *cmd);
     if (!cmd) {
         close(target);
-        refuse(s, client, req, channel, peer, "out of memory", &s->counters.accept_errors);
+        refuse(client, req, channel, peer, "out of memory", &s->counters.accept_errors);
         return;
     }
     *cmd = (struct command){.kind = CMD_ADD, .req = req, .channel = channel,
@@ -841,6 +840,9 @@ static void restore_state(struct server *s)
 
     if (!s->cfg.state_file[0] || !(f = fopen(s->cfg.state_file, "re")))
         return;
+    /* The file is read, not rewritten: a request that cannot come back now
+     * (its port taken, say) stays in it until the next change. */
+    s->restoring = true;
     while (fgets(line, sizeof line, f)) {
         int ntok = 0;
         char *reply = NULL;
@@ -870,6 +872,7 @@ static void restore_state(struct server *s)
         free(reply);
     }
     fclose(f);
+    s->restoring = false;
     log_msg(LOG_INFO, "restored %u request(s) from %s", restored, s->cfg.state_file);
 }
 

@@ -41,6 +41,7 @@ struct server {
     atomic_uint total_conns;
     struct server_counters counters;
     bool running;
+    bool restoring;             /* reading the state file: do not rewrite it */
 };
 
 /* serve: load the config and key, restore saved requests, run until SIGTERM. */
