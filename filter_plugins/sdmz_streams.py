@@ -29,6 +29,12 @@ def _dmz_address(hostvars, host, where):
     return None
 
 
+def _tls_name(hostvars, gateway):
+    """The DNS name a gateway's certificate carries: its inventory name unless
+    stream_proxy_tls_name says otherwise."""
+    return str(hostvars[gateway].get("stream_proxy_tls_name") or gateway)
+
+
 def _port_range(text, where):
     match = re.fullmatch(r"(\d+)-(\d+)", str(text))
     if not match:
@@ -45,7 +51,7 @@ def sdmz_stream_requests(streams, hostvars, host, gateways, port_range):
         if not isinstance(stream, dict):
             _fail(where, "must be a mapping")
         unknown = set(stream) - {"id", "producer", "consumer", "channels", "port", "rate",
-                                 "buffer", "policy", "record"}
+                                 "buffer", "policy", "record", "tls"}
         if unknown:
             _fail(where, "unknown key(s) %s" % ", ".join(sorted(unknown)))
         sid = str(stream.get("id", ""))
@@ -88,18 +94,28 @@ def sdmz_stream_requests(streams, hostvars, host, gateways, port_range):
         policy = stream.get("policy", "block")
         if policy not in ("block", "drop-oldest"):
             _fail(where + ".policy", "block or drop-oldest")
+        tls = stream.get("tls", False)
+        if not isinstance(tls, bool):
+            _fail(where + ".tls", "true or false")
         prod_addr = _dmz_address(hostvars, producer["gateway"], where + ".producer.gateway")
         cons_addr = _dmz_address(hostvars, consumer["gateway"], where + ".consumer.gateway")
         common = {"id": sid, "channels": channels, "rate": rate, "policy": policy}
         for optional in ("buffer", "record"):
             if optional in stream:
                 common[optional] = str(stream[optional])
+        tls_keys = {"producer": {"tls": "none"}, "consumer": {"tls": "none"}}
+        if tls:
+            # Each side names the certificate it expects from the other gateway.
+            tls_keys = {"producer": {"tls": "connect",
+                                     "tls-peer": _tls_name(hostvars, consumer["gateway"])},
+                        "consumer": {"tls": "listen",
+                                     "tls-peer": _tls_name(hostvars, producer["gateway"])}}
         sides = {
-            producer["gateway"]: dict(common, side="producer",
+            producer["gateway"]: dict(common, side="producer", **tls_keys["producer"],
                                       listen="%s:%d" % (prod_addr, port),
                                       connect="%s:%d" % (cons_addr, port),
                                       allow=",".join(str(ipaddress.ip_network(s)) for s in sources)),
-            consumer["gateway"]: dict(common, side="consumer",
+            consumer["gateway"]: dict(common, side="consumer", **tls_keys["consumer"],
                                       listen="%s:%d" % (cons_addr, port),
                                       connect="%s:%d" % (consumer["host"], cport),
                                       allow="%s/32" % prod_addr),

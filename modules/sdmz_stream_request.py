@@ -10,7 +10,8 @@ short_description: Reconcile sdmz-proxy's stream requests with a declared list
 description:
   - Lists the proxy's requests, creates the missing ones, updates what a live
     request can change (rate, buffer, policy, record, allow), recreates a request
-    whose channels or addresses changed, and releases requests no longer declared.
+    whose channels, addresses or TLS leg changed, and releases requests no longer
+    declared.
   - Check mode reports the same plan and changes nothing.
 options:
   requests:
@@ -54,7 +55,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 UPDATABLE = ("rate", "buffer", "policy", "record", "allow", "max-conns")
-FIXED = ("side", "channels", "listen", "connect")
+FIXED = ("side", "channels", "listen", "connect", "tls", "tls-peer")
 _SCALE = {"": 0, "k": 1, "m": 2, "g": 3}
 
 
@@ -79,6 +80,7 @@ def normalise(request):
             out[key] = int(value)
         else:
             out[key] = str(value)
+    out.setdefault("tls", "none")  # the proxy lists tls only when a leg uses it
     return out
 
 
@@ -110,7 +112,7 @@ def plan(current, wanted, sides, release_undeclared):
         if have is None:
             create.append(rid)
             continue
-        if any(have.get(k) != want[k] for k in FIXED if k in want):
+        if any(have.get(k) != want.get(k) for k in FIXED if k in want or k in have):
             recreate.append(rid)
         elif any(have.get(k) != want[k] for k in UPDATABLE if k in want):
             update.append(rid)

@@ -69,6 +69,12 @@ static int set_key(struct proxy_config *cfg, const char *key, const char *value,
     } else if (!strcmp(key, "state_file")) {
         if (copy_path(cfg->state_file, sizeof cfg->state_file, value, 1) < 0)
             *why = "an absolute path, or empty for none";
+    } else if (!strcmp(key, "tls_cert") || !strcmp(key, "tls_key") || !strcmp(key, "tls_ca")) {
+        char *dst = key[4] == 'c' && key[5] == 'e' ? cfg->tls_cert
+                    : key[4] == 'k'                ? cfg->tls_key
+                                                   : cfg->tls_ca;
+        if (copy_path(dst, CONFIG_PATH_MAX, value, 1) < 0)
+            *why = "an absolute path, or empty for none";
     } else if (!strcmp(key, "metrics_listen")) {
         cfg->metrics_enabled = strcmp(value, "off") != 0;
         if (cfg->metrics_enabled && netaddr_parse(value, &cfg->metrics_listen, err, sizeof err) < 0)
@@ -118,6 +124,7 @@ int config_parse(const char *text, struct proxy_config *cfg, char *err, size_t e
 {
     const char *p = text;
     unsigned lineno = 0;
+    int tls_given;
 
     config_defaults(cfg);
     while (*p) {
@@ -151,6 +158,11 @@ int config_parse(const char *text, struct proxy_config *cfg, char *err, size_t e
             snprintf(err, errlen, "line %u: %.40s: %s", lineno, key, why);
             return -1;
         }
+    }
+    tls_given = !!cfg->tls_cert[0] + !!cfg->tls_key[0] + !!cfg->tls_ca[0];
+    if (tls_given != 0 && tls_given != 3) {
+        snprintf(err, errlen, "tls_cert, tls_key, tls_ca: give all three or none");
+        return -1;
     }
     return 0;
 }

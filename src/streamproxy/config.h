@@ -24,6 +24,10 @@ struct proxy_config {
     uint64_t default_buffer;
     unsigned default_max_conns;
     enum log_level log_level;
+    /* TLS on gateway-to-gateway legs (tls.h): all three, or none. */
+    char tls_cert[CONFIG_PATH_MAX];
+    char tls_key[CONFIG_PATH_MAX];
+    char tls_ca[CONFIG_PATH_MAX];
 };
 
 void config_defaults(struct proxy_config *cfg);

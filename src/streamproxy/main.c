@@ -8,6 +8,7 @@
 #include "log.h"
 #include "request.h"
 #include "server.h"
+#include "tls.h"
 
 #define VERSION "0.1.0"
 
@@ -19,9 +20,13 @@ static void usage(FILE *out)
             "                        [--rate BITS] [--allow CIDR ...] [--policy block|drop-oldest]\n"
             "                        [--record BYTES] [--channels N] [--workers N]\n"
             "                        [--metrics ADDR:PORT] [--verbose]\n"
+            "                        [--tls-client|--tls-server --tls-peer NAME --tls-cert FILE\n"
+            "                         --tls-key FILE --tls-ca FILE]\n"
             "       sdmz-proxy check --config FILE\n"
             "       sdmz-proxy --version\n"
-            "BYTES take K, M, G (binary); BITS take K, M, G (decimal), per second.\n");
+            "BYTES take K, M, G (binary); BITS take K, M, G (decimal), per second.\n"
+            "--tls-client: TLS 1.3 towards --connect; --tls-server: TLS 1.3 on --listen.\n"
+            "Both ends show certificates signed by --tls-ca; the peer's must name NAME.\n");
 }
 
 static int has_key(int ntok, char **tok, const char *prefix)
@@ -43,6 +48,9 @@ static int run_relay(int argc, char **argv)
         {"record", required_argument, 0, 'R'}, {"channels", required_argument, 0, 'n'},
         {"workers", required_argument, 0, 'w'}, {"metrics", required_argument, 0, 'm'},
         {"verbose", no_argument, 0, 'v'},      {"help", no_argument, 0, 'h'},
+        {"tls-client", no_argument, 0, 'C'},   {"tls-server", no_argument, 0, 'S'},
+        {"tls-peer", required_argument, 0, 'P'}, {"tls-cert", required_argument, 0, 'T'},
+        {"tls-key", required_argument, 0, 'K'}, {"tls-ca", required_argument, 0, 'A'},
         {0, 0, 0, 0}};
     char *tok[16], bufs[16][1100], allow[1000] = "", err[200];
     struct proxy_config cfg;
@@ -91,6 +99,27 @@ static int run_relay(int argc, char **argv)
             }
             continue;
         case 'v': cfg.log_level = LOG_DEBUG; continue;
+        case 'C':
+        case 'S':
+            if (ntok >= 14) {
+                fprintf(stderr, "sdmz-proxy: too many options\n");
+                return 2;
+            }
+            tok[ntok] = strcpy(bufs[ntok], opt == 'C' ? "tls=connect" : "tls=listen");
+            ntok++;
+            continue;
+        case 'P': key = "tls-peer"; break;
+        case 'T':
+        case 'K':
+        case 'A': {
+            char *dst = opt == 'T' ? cfg.tls_cert : opt == 'K' ? cfg.tls_key : cfg.tls_ca;
+            if (strlen(optarg) >= CONFIG_PATH_MAX) {
+                fprintf(stderr, "sdmz-proxy: --tls-*: path too long\n");
+                return 2;
+            }
+            strcpy(dst, optarg);
+            continue;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -104,6 +133,11 @@ static int run_relay(int argc, char **argv)
     }
     if (optind != argc) {
         fprintf(stderr, "sdmz-proxy: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (has_key(ntok, tok, "tls=") && !(cfg.tls_cert[0] && cfg.tls_key[0] && cfg.tls_ca[0])) {
+        fprintf(stderr, "sdmz-proxy: relay: --tls-client/--tls-server need --tls-cert, "
+                        "--tls-key and --tls-ca\n");
         return 2;
     }
     /* One fixed destination: like socat, any source unless --allow narrows it. */
@@ -136,6 +170,14 @@ static int run_check(int argc, char **argv)
     if (config_load(argv[3], &cfg, err, sizeof err) < 0) {
         fprintf(stderr, "sdmz-proxy: %s\n", err);
         return 2;
+    }
+    if (cfg.tls_cert[0]) {
+        SSL_CTX *ctx = tls_context_new(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, err, sizeof err);
+        if (!ctx) {
+            fprintf(stderr, "sdmz-proxy: %s: %s\n", argv[3], err);
+            return 2;
+        }
+        SSL_CTX_free(ctx);
     }
     printf("%s: ok\n", argv[3]);
     return 0;

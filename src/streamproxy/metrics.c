@@ -22,6 +22,7 @@ static const struct channel_metric channel_metrics[] = {
     {"sdmz_proxy_overflow_total", "counter", "Times records were dropped to make room (drop-oldest policy).", CH(overflow_events)},
     {"sdmz_proxy_dropped_bytes_total", "counter", "Bytes dropped by the drop-oldest policy.", CH(dropped_bytes)},
     {"sdmz_proxy_connect_failures_total", "counter", "Failed connections to the channel's target.", CH(connect_failures)},
+    {"sdmz_proxy_tls_failures_total", "counter", "TLS handshakes refused or failed (peer certificate, protocol).", CH(tls_failures)},
 };
 
 static void render_channels(const struct server *s, FILE *out)
@@ -69,6 +70,7 @@ char *metrics_render(const struct server *s, size_t *len)
             "sdmz_proxy_rejected_total{reason=\"limit\"} %llu\n"
             "sdmz_proxy_rejected_total{reason=\"connect\"} %llu\n"
             "sdmz_proxy_rejected_total{reason=\"accept\"} %llu\n"
+            "sdmz_proxy_rejected_total{reason=\"tls\"} %llu\n"
             "# HELP sdmz_proxy_control_total Control messages, by outcome.\n"
             "# TYPE sdmz_proxy_control_total counter\n"
             "sdmz_proxy_control_total{outcome=\"ok\"} %llu\n"
@@ -81,7 +83,8 @@ char *metrics_render(const struct server *s, size_t *len)
             "# TYPE sdmz_proxy_reloads_total counter\nsdmz_proxy_reloads_total %llu\n",
             requests, atomic_load(&s->total_conns), (unsigned long long)c->rejected_source,
             (unsigned long long)c->rejected_limit, (unsigned long long)c->connect_errors,
-            (unsigned long long)c->accept_errors, (unsigned long long)c->control_ok,
+            (unsigned long long)c->accept_errors, (unsigned long long)c->tls_errors,
+            (unsigned long long)c->control_ok,
             (unsigned long long)c->control_errors,
             (unsigned long long)c->control_rejected[CONTROL_BAD_MAC],
             (unsigned long long)c->control_rejected[CONTROL_REPLAY],

@@ -28,17 +28,17 @@ static uint64_t pipe_size_for(uint64_t wanted, uint64_t pipe_max)
     return wanted > pipe_max ? pipe_max : wanted;
 }
 
-static int direction_open(struct direction *d, int src, int dst, bool use_ring,
+static int direction_open(struct direction *d, int src, int dst, bool drop_when_full,
                           uint64_t buffer, uint64_t pipe_max)
 {
     int fds[2];
 
-    memset(d, 0, sizeof *d);
     d->src = src;
     d->dst = dst;
     d->pipe_r = d->pipe_w = -1;
-    d->use_ring = use_ring;
-    if (use_ring)
+    d->drop_when_full = drop_when_full;
+    d->use_ring = drop_when_full || d->src_tls || d->dst_tls;
+    if (d->use_ring)
         return ring_init(&d->ring, buffer);
     if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
         return -1;
@@ -86,11 +86,19 @@ static void set_nodelay_and_pacing(struct conn *c)
                 c->req->spec.id, c->channel, strerror(errno));
 }
 
-struct conn *conn_new(struct request *req, unsigned channel, int client_fd, int target_fd,
-                      bool connecting, const struct relay_settings *settings, uint64_t pipe_max)
+void conn_sockets_close(const struct conn_sockets *sockets)
+{
+    SSL_free(sockets->tls);
+    close(sockets->client_fd);
+    close(sockets->target_fd);
+}
+
+struct conn *conn_new(struct request *req, unsigned channel, const struct conn_sockets *sockets,
+                      const struct relay_settings *settings, uint64_t pipe_max)
 {
     struct conn *c = calloc(1, sizeof *c);
-    bool ring = settings->policy == POLICY_DROP_OLDEST;
+    bool drop = settings->policy == POLICY_DROP_OLDEST;
+    int client_fd = sockets->client_fd, target_fd = sockets->target_fd;
 
     if (!c)
         goto fail;
@@ -99,7 +107,15 @@ struct conn *conn_new(struct request *req, unsigned channel, int client_fd, int 
     c->stats = &req->stats[channel];
     c->fd[0] = client_fd;
     c->fd[1] = target_fd;
-    c->connecting = connecting;
+    c->connecting = sockets->connecting;
+    c->tls = sockets->tls;
+    c->tls_side = sockets->tls_side;
+    c->handshaking = c->tls != NULL;
+    if (c->tls) {
+        /* Direction i reads side i and writes side 1 - i. */
+        c->dir[c->tls_side].src_tls = c->tls;
+        c->dir[1 - c->tls_side].dst_tls = c->tls;
+    }
     c->settings = *settings;
     c->armed[0] = c->armed[1] = ~0u;
     for (int side = 0; side < 2; side++) {
@@ -107,7 +123,7 @@ struct conn *conn_new(struct request *req, unsigned channel, int client_fd, int 
         c->ep[side].conn = c;
         c->ep[side].side = side;
     }
-    if (direction_open(&c->dir[0], client_fd, target_fd, ring, settings->buffer_bytes,
+    if (direction_open(&c->dir[0], client_fd, target_fd, drop, settings->buffer_bytes,
                        pipe_max) < 0)
         goto fail_conn;
     /* The reverse direction carries little; it never drops. */
@@ -122,8 +138,7 @@ fail_conn:
     log_msg(LOG_ERROR, "%s ch%u: relay buffers: %s", req->spec.id, channel, strerror(errno));
     free(c);
 fail:
-    close(client_fd);
-    close(target_fd);
+    conn_sockets_close(sockets);
     return NULL;
 }
 
@@ -135,10 +150,54 @@ static bool direction_done(const struct direction *d)
 static void direction_shutdown_if_drained(struct direction *d)
 {
     if (d->src_eof && !d->dst_shut && direction_held(d) == 0 && !d->aborted) {
+        /* TLS: close_notify first, or the far gateway sees a truncation. */
+        if (d->dst_tls) {
+            int rc = tls_close_notify(d->dst_tls, &d->dst_want);
+            d->notify_pending = rc == 0;
+            d->dst_blocked = rc == 0;
+            if (rc == 0)
+                return;
+        }
         /* Half-close: the far side sees EOF, the other direction goes on. */
         (void)shutdown(d->dst, SHUT_WR);
         d->dst_shut = true;
     }
+}
+
+static ssize_t direction_read(struct conn *c, struct direction *d, void *buf, size_t len)
+{
+    ssize_t n;
+
+    if (!d->src_tls)
+        return read(d->src, buf, len);
+    d->src_want = 0;
+    n = tls_read(d->src_tls, buf, len, &d->src_want);
+    if (n < 0 && errno == EPROTO) {
+        tls_last_error(c->why, sizeof c->why);
+        c->reset_on_close = true;
+        errno = EPROTO;
+    }
+    return n;
+}
+
+static ssize_t direction_write(struct conn *c, struct direction *d, const void *buf, size_t len)
+{
+    ssize_t n;
+
+    if (!d->dst_tls)
+        return send(d->dst, buf, len, MSG_NOSIGNAL);
+    /* One TLS record per call: when the socket is full, OpenSSL keeps exactly
+     * these bytes encrypted, and the retry must offer at least as many. */
+    if (len > SSL3_RT_MAX_PLAIN_LENGTH)
+        len = SSL3_RT_MAX_PLAIN_LENGTH;
+    d->dst_want = 0;
+    n = tls_write(d->dst_tls, buf, len, &d->dst_want);
+    d->tls_write_pending = n < 0 && errno == EAGAIN ? len : 0;
+    if (n < 0 && errno == EPROTO) {
+        tls_last_error(c->why, sizeof c->why);
+        errno = EPROTO;
+    }
+    return n;
 }
 
 /* The outcome of a write towards d->dst, whatever moved the bytes. */
@@ -201,18 +260,23 @@ static int ring_read(struct conn *c, struct direction *d, bool *progress)
     size_t room;
     ssize_t n;
 
-    if (d->ring.len == d->ring.cap) { /* the ring serves drop-oldest only */
+    if (d->ring.len == d->ring.cap && d->drop_when_full) {
         size_t dropped = ring_drop_oldest(&d->ring, d->ring.cap / RING_DROP_FRACTION,
-                                          c->settings.record_bytes);
+                                          c->settings.record_bytes, d->tls_write_pending);
+        const uint8_t *data;
         if (dropped) {
             atomic_fetch_add_explicit(&c->stats->overflow_events, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->stats->dropped_bytes, dropped, memory_order_relaxed);
         }
+        /* The bytes OpenSSL took must stay contiguous for its retry. */
+        if (ring_data_span(&d->ring, &data) < d->tls_write_pending &&
+            ring_resize(&d->ring, d->ring.cap) < 0)
+            return -1;
     }
     room = ring_free_span(&d->ring, &span);
     if (room == 0)
-        return 0;
-    n = read(d->src, span, room);
+        return 0; /* block policy: the producer waits */
+    n = direction_read(c, d, span, room);
     if (n > 0) {
         ring_commit(&d->ring, (size_t)n);
         *progress = true;
@@ -237,7 +301,7 @@ static int pump_ring(struct conn *c, struct direction *d, atomic_uint_fast64_t *
             return -1;
         len = ring_data_span(&d->ring, &data);
         if (len > 0 && !d->aborted) {
-            n = send(d->dst, data, len, MSG_NOSIGNAL);
+            n = direction_write(c, d, data, len);
             if (n > 0)
                 ring_consume(&d->ring, (size_t)n);
             if (account_write(d, n, bytes, &progress) < 0)
@@ -268,9 +332,44 @@ void conn_account(struct conn *c)
     c->dir[0].was_full = full;
 }
 
+static int conn_handshake(struct conn *c)
+{
+    int rc = tls_handshake(c->tls, &c->handshake_want, c->why, sizeof c->why);
+
+    if (rc <= 0) {
+        if (rc < 0) {
+            atomic_fetch_add_explicit(&c->stats->tls_failures, 1, memory_order_relaxed);
+            errno = EPROTO;
+        }
+        return rc;
+    }
+    c->handshaking = false;
+    log_msg(LOG_INFO, "%s ch%u: %s with %s (%s), kTLS %s", c->req->spec.id, c->channel,
+            SSL_get_version(c->tls), c->req->spec.tls_peer, SSL_get_cipher_name(c->tls),
+            tls_ktls_mode(c->tls));
+    return 1;
+}
+
+bool conn_tls_input_pending(const struct conn *c)
+{
+    const struct direction *d;
+
+    if (!c->tls || c->handshaking || c->closed)
+        return false;
+    d = &c->dir[c->tls_side];
+    return !d->src_eof && !d->aborted && (d->drop_when_full || d->ring.len < d->ring.cap) &&
+           tls_has_pending(d->src_tls);
+}
+
 int conn_pump(struct conn *c)
 {
     static const int forward = 0;
+
+    if (c->handshaking) {
+        int rc = conn_handshake(c);
+        if (rc <= 0)
+            return rc;
+    }
 
     for (int i = 0; i < 2; i++) {
         struct direction *d = &c->dir[i];
@@ -294,15 +393,25 @@ uint32_t conn_wanted_events(const struct conn *c, int side)
 
     if (c->connecting)
         return side == 1 ? EPOLLOUT : 0;
+    if (c->handshaking)
+        return side == c->tls_side ? c->handshake_want : 0;
     if (!reading->src_eof && !reading->aborted) {
         /* A drop-oldest ring always makes room by dropping. */
-        bool room = reading->use_ring ||
-                    (!reading->pipe_full && reading->in_pipe < reading->pipe_cap);
+        bool room = reading->use_ring
+                        ? reading->drop_when_full || reading->ring.len < reading->ring.cap
+                        : !reading->pipe_full && reading->in_pipe < reading->pipe_cap;
         if (room)
             events |= EPOLLIN;
     }
-    if (writing->dst_blocked && direction_held(writing) > 0 && !writing->aborted)
+    /* TLS may need to write (a key update) before it can read on. */
+    if (reading->src_tls && reading->src_want == EPOLLOUT && !reading->src_eof)
         events |= EPOLLOUT;
+    /* Held bytes: wait for room, or, when the pump stopped for fairness with
+     * the socket still writable, come back at once (level-triggered). */
+    if (!writing->aborted && (direction_held(writing) > 0 || writing->notify_pending))
+        events |= writing->dst_blocked && writing->dst_tls && writing->dst_want
+                      ? writing->dst_want
+                      : EPOLLOUT;
     return events;
 }
 
@@ -363,6 +472,14 @@ void conn_apply(struct conn *c, const struct relay_settings *settings, uint64_t 
 
 void conn_free(struct conn *c)
 {
+    if (c->reset_on_close) {
+        /* The peer gateway's stream was cut (no close_notify): reset the
+         * plain side rather than end it as if the stream were complete. */
+        struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(c->fd[1 - c->tls_side], SOL_SOCKET, SO_LINGER, &abort_close,
+                         sizeof abort_close);
+    }
+    SSL_free(c->tls);
     atomic_fetch_sub_explicit(&c->stats->buffered, c->counted_buffered, memory_order_relaxed);
     atomic_fetch_sub_explicit(&c->stats->buffer_capacity, c->counted_capacity,
                               memory_order_relaxed);

@@ -28,6 +28,21 @@ static int valid_id(const char *id)
     return 1;
 }
 
+static int valid_dns_name(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n == 0 || n > REQUEST_TLS_PEER_MAX || name[0] == '-' || name[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 static int parse_allow(struct request_spec *spec, const char *value, char *err, size_t errlen)
 {
     char copy[1024], *save = NULL, *item;
@@ -58,6 +73,7 @@ static const struct key_def keys[] = {
     {"id", 0}, {"side", 0}, {"channels", 0}, {"listen", 0}, {"connect", 0},
     {"rate", SPEC_RATE}, {"buffer", SPEC_BUFFER}, {"policy", SPEC_POLICY},
     {"record", SPEC_RECORD}, {"allow", SPEC_ALLOW}, {"max-conns", SPEC_MAX_CONNS},
+    {"tls", 0}, {"tls-peer", 0},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -109,6 +125,19 @@ static int parse_value(struct request_spec *spec, const char *key, const char *v
         spec->record_bytes = n;
     } else if (!strcmp(key, "allow")) {
         return parse_allow(spec, value, err, errlen);
+    } else if (!strcmp(key, "tls")) {
+        if (!strcmp(value, "none"))
+            spec->tls = TLS_LEG_NONE;
+        else if (!strcmp(value, "connect"))
+            spec->tls = TLS_LEG_CONNECT;
+        else if (!strcmp(value, "listen"))
+            spec->tls = TLS_LEG_LISTEN;
+        else
+            return fail(err, errlen, key, "must be none, connect or listen");
+    } else if (!strcmp(key, "tls-peer")) {
+        if (!valid_dns_name(value))
+            return fail(err, errlen, key, "the peer gateway's certificate name (a DNS name)");
+        strcpy(spec->tls_peer, value);
     } else if (!strcmp(key, "max-conns")) {
         if (parse_uint(value, 65536, &n) < 0 || n == 0)
             return fail(err, errlen, key, "must be 1-65536");
@@ -125,6 +154,11 @@ static int check_ports(const struct request_spec *spec, char *err, size_t errlen
         return fail(err, errlen, "connect", "port + channels - 1 exceeds 65535");
     if (spec->record_bytes > spec->buffer_bytes)
         return fail(err, errlen, "record", "larger than the buffer");
+    if (spec->tls != TLS_LEG_NONE && !spec->tls_peer[0])
+        return fail(err, errlen, "tls-peer", "required with tls: the peer gateway's "
+                                             "certificate name");
+    if (spec->tls == TLS_LEG_NONE && spec->tls_peer[0])
+        return fail(err, errlen, "tls-peer", "given without tls=connect or tls=listen");
     return 0;
 }
 
@@ -185,7 +219,7 @@ int request_spec_format(const struct request_spec *spec, char *buf, size_t len)
     netaddr_format(&spec->connect_base, connect, sizeof connect);
     n = snprintf(buf, len,
                  "id=%s side=%s channels=%u listen=%s connect=%s rate=%llu buffer=%llu "
-                 "policy=%s record=%llu max-conns=%u allow=",
+                 "policy=%s record=%llu max-conns=%u ",
                  spec->id, spec->side == SIDE_PRODUCER ? "producer" : "consumer",
                  spec->channels, listen, connect, (unsigned long long)spec->rate_bps,
                  (unsigned long long)spec->buffer_bytes,
@@ -194,6 +228,17 @@ int request_spec_format(const struct request_spec *spec, char *buf, size_t len)
     if (n < 0 || (size_t)n >= len)
         return -1;
     used = (size_t)n;
+    if (spec->tls != TLS_LEG_NONE) {
+        n = snprintf(buf + used, len - used, "tls=%s tls-peer=%s ",
+                     spec->tls == TLS_LEG_CONNECT ? "connect" : "listen", spec->tls_peer);
+        if (n < 0 || (size_t)n >= len - used)
+            return -1;
+        used += (size_t)n;
+    }
+    n = snprintf(buf + used, len - used, "allow=");
+    if (n < 0 || (size_t)n >= len - used)
+        return -1;
+    used += (size_t)n;
     for (unsigned i = 0; i < spec->n_allow; i++) {
         cidr_format(&spec->allow[i], prefix, sizeof prefix);
         n = snprintf(buf + used, len - used, "%s%s", i ? "," : "", prefix);

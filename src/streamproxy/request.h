@@ -18,6 +18,10 @@
 
 enum request_side { SIDE_PRODUCER, SIDE_CONSUMER };
 enum overflow_policy { POLICY_BLOCK, POLICY_DROP_OLDEST };
+/* Which leg of a request is TLS (tls.h): the one it connects (towards the
+ * consumer's gateway, on the producer side) or the one it listens on. */
+enum tls_leg { TLS_LEG_NONE, TLS_LEG_CONNECT, TLS_LEG_LISTEN };
+#define REQUEST_TLS_PEER_MAX 253   /* a DNS name */
 
 struct request_spec {
     char id[REQUEST_ID_MAX + 1];
@@ -32,6 +36,8 @@ struct request_spec {
     struct cidr allow[REQUEST_MAX_ALLOW];
     unsigned n_allow;
     unsigned max_conns;        /* per request */
+    enum tls_leg tls;
+    char tls_peer[REQUEST_TLS_PEER_MAX + 1]; /* the peer gateway's certificate name */
 };
 
 /* Which keys an update may carry. */
@@ -50,6 +56,7 @@ struct channel_stats {
     atomic_uint_fast64_t overflow_events; /* drop-oldest: records discarded */
     atomic_uint_fast64_t dropped_bytes;
     atomic_uint_fast64_t connect_failures;
+    atomic_uint_fast64_t tls_failures;    /* handshakes refused or failed */
     uint64_t last_bytes;                  /* main thread only: for the rate */
     double rate_bps;                      /* main thread only */
 };

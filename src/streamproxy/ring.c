@@ -85,14 +85,15 @@ int ring_resize(struct ring *r, size_t new_cap)
     return 0;
 }
 
-size_t ring_drop_oldest(struct ring *r, size_t want, size_t record)
+size_t ring_drop_oldest(struct ring *r, size_t want, size_t record, size_t keep)
 {
     size_t partial, records, drop;
+    uint64_t leaving = r->sent + keep;
 
     if (record == 0)
         record = 1;
-    /* Bytes left of the record whose first bytes already left. */
-    partial = (size_t)((record - r->sent % record) % record);
+    /* The kept bytes, then the rest of the record they end in. */
+    partial = keep + (size_t)((record - leaving % record) % record);
     if (partial > r->len)
         return 0;
     records = (r->len - partial) / record;
@@ -103,7 +104,7 @@ size_t ring_drop_oldest(struct ring *r, size_t want, size_t record)
     if (records > (want + record - 1) / record)
         records = (want + record - 1) / record;
     drop = records * record;
-    /* Move the partial record's tail forward over the dropped records,
+    /* Move the kept bytes and the partial record's tail forward over the dropped records,
      * last byte first, so it stays in front of the surviving data. */
     for (size_t i = partial; i > 0; i--) {
         size_t from = (r->head + i - 1) % r->cap;

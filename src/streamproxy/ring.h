@@ -27,8 +27,10 @@ int ring_resize(struct ring *r, size_t new_cap);
 /* Discard at least `want` bytes of the oldest whole records (record bytes
  * each, counted from the start of the output stream) that have not started
  * to leave. A record already partly sent is kept whole, so the consumer never
- * sees a torn record. Returns the bytes dropped (0 if no whole record is
- * waiting). */
-size_t ring_drop_oldest(struct ring *r, size_t want, size_t record);
+ * sees a torn record. The first `keep` bytes count as leaving: a TLS layer
+ * has taken them into a record it has not finished sending, and their content
+ * stays (moved, not changed). Returns the bytes dropped (0 if no whole record
+ * is waiting). */
+size_t ring_drop_oldest(struct ring *r, size_t want, size_t record, size_t keep);
 
 #endif

@@ -181,6 +181,11 @@ static int create_request(struct server *s, const struct request_spec *spec, FIL
     }
     if (ports_conflict(s, spec, out))
         return -1;
+    if (spec->tls != TLS_LEG_NONE && !s->tls_ctx) {
+        fprintf(out, "error tls: this proxy has no certificate (tls_cert, tls_key, tls_ca in "
+                     "its config)\n");
+        return -1;
+    }
     if (!(req = request_new(spec))) {
         fprintf(out, "error create: out of memory\n");
         return -1;
@@ -306,7 +311,7 @@ static void print_channel_stats(const struct request *r, FILE *out)
                 "channel id=%s channel=%u listen=%s connect=%s conns=%llu conns_total=%llu "
                 "bytes_forward=%llu bytes_reverse=%llu rate_bps=%.0f buffered=%llu "
                 "buffer_capacity=%llu full_events=%llu overflow_events=%llu dropped_bytes=%llu "
-                "connect_failures=%llu\n",
+                "connect_failures=%llu tls_failures=%llu\n",
                 r->spec.id, i, listen, connect,
                 (unsigned long long)atomic_load(&st->conns_active),
                 (unsigned long long)atomic_load(&st->conns_total),
@@ -317,7 +322,8 @@ static void print_channel_stats(const struct request *r, FILE *out)
                 (unsigned long long)atomic_load(&st->full_events),
                 (unsigned long long)atomic_load(&st->overflow_events),
                 (unsigned long long)atomic_load(&st->dropped_bytes),
-                (unsigned long long)atomic_load(&st->connect_failures));
+                (unsigned long long)atomic_load(&st->connect_failures),
+                (unsigned long long)atomic_load(&st->tls_failures));
     }
 }
 
@@ -336,10 +342,11 @@ static int verb_stats(struct server *s, int nargs, char **args, FILE *out)
             print_channel_stats(r, out);
     fprintf(out,
             "server connections=%u rejected_source=%llu rejected_limit=%llu "
-            "connect_errors=%llu control_ok=%llu control_bad_hmac=%llu control_replay=%llu "
-            "control_stale=%llu control_malformed=%llu control_errors=%llu\n",
+            "connect_errors=%llu tls_errors=%llu control_ok=%llu control_bad_hmac=%llu "
+            "control_replay=%llu control_stale=%llu control_malformed=%llu control_errors=%llu\n",
             atomic_load(&s->total_conns), (unsigned long long)c->rejected_source,
             (unsigned long long)c->rejected_limit, (unsigned long long)c->connect_errors,
+            (unsigned long long)c->tls_errors,
             (unsigned long long)c->control_ok,
             (unsigned long long)c->control_rejected[CONTROL_BAD_MAC],
             (unsigned long long)c->control_rejected[CONTROL_REPLAY],
@@ -427,10 +434,30 @@ static int connect_target(const struct request *req, unsigned channel, bool *con
     return fd;
 }
 
+/* The TLS session of a new connection's gateway-to-gateway side, if any. */
+static int open_tls(struct server *s, const struct request *req, struct conn_sockets *sockets)
+{
+    char err[240];
+    bool client = req->spec.tls == TLS_LEG_CONNECT;
+
+    sockets->tls = NULL;
+    if (req->spec.tls == TLS_LEG_NONE)
+        return 0;
+    sockets->tls_side = client ? 1 : 0;
+    sockets->tls = tls_session_new(s->tls_ctx, client ? sockets->target_fd : sockets->client_fd,
+                                   client, req->spec.tls_peer, err, sizeof err);
+    if (!sockets->tls) {
+        log_msg(LOG_ERROR, "%s: %s", req->spec.id, err);
+        return -1;
+    }
+    return 0;
+}
+
 static void admit(struct server *s, struct request *req, unsigned channel, int client,
                   const struct sockaddr_storage *peer)
 {
     struct command *cmd;
+    struct conn_sockets sockets = {.client_fd = client};
     bool connecting;
     int target;
 
@@ -451,15 +478,22 @@ static void admit(struct server *s, struct request *req, unsigned channel, int c
         refuse(client, req, channel, peer, strerror(errno), &s->counters.connect_errors);
         return;
     }
+    sockets.target_fd = target;
+    sockets.connecting = connecting;
+    if (open_tls(s, req, &sockets) < 0) {
+        close(target);
+        refuse(client, req, channel, peer, "TLS session setup failed", &s->counters.tls_errors);
+        return;
+    }
     cmd = calloc(1, sizeof *cmd);
     if (!cmd) {
+        SSL_free(sockets.tls);
         close(target);
         refuse(client, req, channel, peer, "out of memory", &s->counters.accept_errors);
         return;
     }
     *cmd = (struct command){.kind = CMD_ADD, .req = req, .channel = channel,
-                            .client_fd = client, .target_fd = target,
-                            .connecting = connecting, .settings = settings_of(&req->spec)};
+                            .sockets = sockets, .settings = settings_of(&req->spec)};
     request_ref(req);
     atomic_fetch_add(&s->total_conns, 1);
     atomic_fetch_add(&req->conns, 1);
@@ -633,13 +667,22 @@ static void reload(struct server *s)
 {
     struct proxy_config cfg;
     struct control_key key;
+    SSL_CTX *tls_ctx = NULL;
     char err[300];
 
     if (config_load(s->config_path, &cfg, err, sizeof err) < 0 ||
-        control_key_load(cfg.key_file, &key, err, sizeof err) < 0) {
+        control_key_load(cfg.key_file, &key, err, sizeof err) < 0 ||
+        (cfg.tls_cert[0] &&
+         !(tls_ctx = tls_context_new(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, err, sizeof err)))) {
         log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s", err);
         return;
     }
+    /* Certificates rotate here; live sessions keep the context they began with. */
+    SSL_CTX_free(s->tls_ctx);
+    s->tls_ctx = tls_ctx;
+    strcpy(s->cfg.tls_cert, cfg.tls_cert);
+    strcpy(s->cfg.tls_key, cfg.tls_key);
+    strcpy(s->cfg.tls_ca, cfg.tls_ca);
     if (strcmp(cfg.control_socket, s->cfg.control_socket) || cfg.workers != s->cfg.workers ||
         cfg.metrics_enabled != s->cfg.metrics_enabled ||
         memcmp(&cfg.metrics_listen, &s->cfg.metrics_listen, sizeof cfg.metrics_listen) ||
@@ -653,7 +696,8 @@ static void reload(struct server *s)
     s->cfg.default_buffer = cfg.default_buffer;
     s->cfg.default_max_conns = cfg.default_max_conns;
     s->counters.reloads++;
-    log_msg(LOG_INFO, "reloaded %s: key, port_range, limits and defaults", s->config_path);
+    log_msg(LOG_INFO, "reloaded %s: key, TLS certificates, port_range, limits and defaults",
+            s->config_path);
 }
 
 static void on_signal(struct server *s)
@@ -735,6 +779,11 @@ static int server_init(struct server *s, const struct proxy_config *cfg, bool re
     s->relay_mode = relay_mode;
     s->control_fd = s->metrics_fd = s->timer_fd = s->signal_fd = -1;
     s->pipe_max = read_pipe_max();
+    if (cfg->tls_cert[0] &&
+        !(s->tls_ctx = tls_context_new(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err))) {
+        log_msg(LOG_ERROR, "%s", err);
+        return -1;
+    }
     for (int k = 0; k <= WATCH_TIMER; k++)
         s->watch[k] = k;
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -829,6 +878,7 @@ static void server_close(struct server *s)
     if (s->epfd >= 0)
         close(s->epfd);
     free(s->replay);
+    SSL_CTX_free(s->tls_ctx);
 }
 
 static void restore_state(struct server *s)

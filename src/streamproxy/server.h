@@ -11,6 +11,7 @@
 #include "config.h"
 #include "control.h"
 #include "request.h"
+#include "tls.h"
 #include "worker.h"
 
 enum watch_kind { WATCH_LISTENER = 1, WATCH_CONTROL, WATCH_METRICS, WATCH_SIGNAL, WATCH_TIMER };
@@ -20,6 +21,7 @@ struct server_counters {
     uint64_t rejected_limit;    /* connection limits reached */
     uint64_t accept_errors;
     uint64_t connect_errors;    /* connect() failed at once */
+    uint64_t tls_errors;        /* a TLS session could not be set up */
     uint64_t control_ok;
     uint64_t control_rejected[CONTROL_BUSY + 1]; /* by verdict */
     uint64_t control_errors;    /* authenticated but refused (bad arguments, ...) */
@@ -36,6 +38,7 @@ struct server {
     struct worker *workers;
     unsigned nworkers, next_worker;
     uint64_t pipe_max;
+    SSL_CTX *tls_ctx;           /* NULL: no tls_cert/tls_key/tls_ca configured */
     int epfd, signal_fd, timer_fd, control_fd, metrics_fd;
     int watch[WATCH_TIMER + 1]; /* epoll data for the fixed fds: their kind */
     atomic_uint total_conns;

@@ -23,6 +23,7 @@ static void usage(FILE *out)
             "  create  --id ID --side producer|consumer --channels N --listen ADDR:PORT\n"
             "          --connect ADDR:PORT --allow CIDR[,CIDR] [--rate BITS] [--buffer BYTES]\n"
             "          [--policy block|drop-oldest] [--record BYTES] [--max-conns N]\n"
+            "          [--tls connect|listen --tls-peer NAME]\n"
             "  update  --id ID [--rate BITS] [--buffer BYTES] [--policy P] [--record BYTES]\n"
             "          [--allow CIDR[,CIDR]] [--max-conns N]\n"
             "  release --id ID\n"

@@ -100,21 +100,43 @@ static void conn_event(struct worker *w, struct conn *c, int side, uint32_t even
         rc = conn_pump(c);
     }
     if (rc < 0) {
-        log_msg(LOG_INFO, "%s ch%u: relay ended: %s", c->req->spec.id, c->channel,
-                strerror(errno));
+        log_msg(c->why[0] ? LOG_WARN : LOG_INFO, "%s ch%u: relay ended: %s", c->req->spec.id,
+                c->channel, c->why[0] ? c->why : strerror(errno));
         conn_close(w, c, "relay error");
     } else if (rc == 1) {
         conn_close(w, c, "both sides finished");
     } else if (conn_arm(w, c) < 0) {
         log_msg(LOG_ERROR, "%s ch%u: epoll: %s", c->req->spec.id, c->channel, strerror(errno));
         conn_close(w, c, "epoll failure");
+    } else if (conn_tls_input_pending(c) && !c->in_ready) {
+        c->in_ready = true;
+        c->ready_next = w->ready;
+        w->ready = c;
+    }
+}
+
+/* Pump the connections whose decrypted input waits inside OpenSSL, once per
+ * loop, as if their TLS side had become readable. Runs before bury(): a
+ * connection closed in this batch is still allocated, and skipped. */
+static void run_ready(struct worker *w)
+{
+    struct conn *c = w->ready;
+
+    w->ready = NULL;
+    while (c) {
+        struct conn *next = c->ready_next;
+        c->in_ready = false;
+        c->ready_next = NULL;
+        if (!c->closed)
+            conn_event(w, c, c->tls_side, EPOLLIN);
+        c = next;
     }
 }
 
 static void add_conn(struct worker *w, struct command *cmd)
 {
-    struct conn *c = conn_new(cmd->req, cmd->channel, cmd->client_fd, cmd->target_fd,
-                              cmd->connecting, &cmd->settings, w->pipe_max);
+    struct conn *c = conn_new(cmd->req, cmd->channel, &cmd->sockets, &cmd->settings,
+                              w->pipe_max);
 
     if (!c) {
         atomic_fetch_sub_explicit(&cmd->req->stats[cmd->channel].conns_active, 1,
@@ -190,7 +212,7 @@ static void *worker_main(void *arg)
     bool running = true;
 
     while (running) {
-        int n = epoll_wait(w->epfd, events, WORKER_EVENTS, -1);
+        int n = epoll_wait(w->epfd, events, WORKER_EVENTS, w->ready ? 0 : -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -206,6 +228,7 @@ static void *worker_main(void *arg)
                 conn_event(w, ep->conn, ep->side, events[i].events);
             }
         }
+        run_ready(w);
         bury(w);
     }
     while (w->conns)
@@ -269,8 +292,7 @@ void worker_stop(struct worker *w)
         if (w->queue_head->req)
             request_unref(w->queue_head->req);
         if (w->queue_head->kind == CMD_ADD) {
-            close(w->queue_head->client_fd);
-            close(w->queue_head->target_fd);
+            conn_sockets_close(&w->queue_head->sockets);
         }
         free(w->queue_head);
         w->queue_head = next;

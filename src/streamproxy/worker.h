@@ -18,8 +18,7 @@ struct command {
     enum command_kind kind;
     struct request *req;          /* holds a reference until processed */
     unsigned channel;
-    int client_fd, target_fd;
-    bool connecting;
+    struct conn_sockets sockets;  /* CMD_ADD: owned until processed */
     struct relay_settings settings;
 };
 
@@ -31,6 +30,7 @@ struct worker {
     pthread_mutex_t lock;
     struct command *queue_head, *queue_tail;
     struct conn *conns;           /* worker thread only */
+    struct conn *ready;           /* conns with TLS input epoll cannot announce */
     struct conn *graveyard;       /* closed in this epoll batch; freed after it */
     atomic_uint *total_conns;     /* the server's count, decremented on close */
     uint64_t pipe_max;

@@ -82,6 +82,13 @@ def test_requests_are_held_on_both_gateways_and_rerun_changes_nothing(deployed):
         items = streamctl(host, "list")["items"]
         assert [(i["id"], i["side"], i["channels"]) for i in items] == [("lab-beamline", side, 2)]
     assert streamctl("gw2", "list")["items"][0]["allow"] == "198.18.1.12/32"
+    # The WAN leg is TLS: gw1 connects with it, gw2 listens with it; each names the other.
+    assert {k: streamctl("gw1", "list")["items"][0].get(k) for k in ("tls", "tls-peer")} == \
+        {"tls": "connect", "tls-peer": "gw2"}
+    assert {k: streamctl("gw2", "list")["items"][0].get(k) for k in ("tls", "tls-peer")} == \
+        {"tls": "listen", "tls-peer": "gw1"}
+    key = podman_exec("gw1", "stat", "-c", "%U:%G %a", "/etc/sdmz-proxy/tls-key.pem")
+    assert key.stdout.strip() == "root:sdmz-proxy 640"
     unit = podman_exec("gw1", "systemctl", "show", "sdmz-proxy", "-p", "User", "-p",
                        "CapabilityBoundingSet", "-p", "ProtectSystem", "-p", "ActiveState")
     assert "User=sdmz-proxy" in unit.stdout and "ProtectSystem=strict" in unit.stdout
@@ -92,6 +99,9 @@ def test_pyzmq_stream_arrives_intact_and_in_order_through_both_gateways(deployed
     assert zmq_stream(2000) == "intact-in-order"
     stats = streamctl("gw2", "stats", "--id", "lab-beamline")["items"]
     assert int(stats[0]["bytes_forward"]) > 2000 * 1000
+    assert stats[0]["tls_failures"] == "0"
+    journal = podman_exec("gw2", "journalctl", "-u", "sdmz-proxy", "--no-pager", "-o", "cat")
+    assert "lab-beamline ch0: TLSv1.3 with gw1" in journal.stdout, journal.stdout[-2000:]
 
 
 def test_iperf3_through_the_same_path(deployed):

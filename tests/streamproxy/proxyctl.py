@@ -106,8 +106,8 @@ class Proxy:
                               capture_output=True, text=True, timeout=30, check=False)
 
     def create(self, rid: str, port: int, target: int, channels: int = 1, allow: str = "127.0.0.0/8",
-               **extra: str) -> None:
-        args = ["create", "--id", rid, "--side", "producer", "--channels", str(channels),
+               side: str = "producer", **extra: str) -> None:
+        args = ["create", "--id", rid, "--side", side, "--channels", str(channels),
                 "--listen", "127.0.0.1:%d" % port, "--connect", "127.0.0.1:%d" % target,
                 "--allow", allow]
         for key, value in extra.items():

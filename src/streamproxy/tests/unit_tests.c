@@ -87,15 +87,26 @@ static void test_ring(void)
     CHECK(ring_init(&r, 16) == 0);
     ring_put(&r, "AAAABBBBCCCCDDDD");
     ring_take(&r, out, 2);              /* "AA" of record A has left */
-    CHECK(ring_drop_oldest(&r, 4, 4) == 4);
+    CHECK(ring_drop_oldest(&r, 4, 4, 0) == 4);
     ring_take(&r, out, sizeof out - 1);
     CHECK(!strcmp(out, "AACCCCDDDD"));  /* B dropped, A completed */
     CHECK(r.sent % 4 == 0);
     ring_put(&r, "EEEEFFFF");
-    CHECK(ring_drop_oldest(&r, 5, 4) == 8);  /* rounds up to whole records */
+    CHECK(ring_drop_oldest(&r, 5, 4, 0) == 8);  /* rounds up to whole records */
     CHECK(r.len == 0);
     ring_put(&r, "GG");
-    CHECK(ring_drop_oldest(&r, 4, 4) == 0);  /* no whole record waiting */
+    CHECK(ring_drop_oldest(&r, 4, 4, 0) == 0);  /* no whole record waiting */
+    ring_free(&r);
+
+    /* Bytes a TLS layer has taken (keep) stay, with the rest of their record. */
+    CHECK(ring_init(&r, 16) == 0);
+    ring_put(&r, "AAAABBBBCCCCDDDD");
+    CHECK(ring_drop_oldest(&r, 8, 4, 6) == 8);   /* A and B's start kept: C, D go */
+    ring_take(&r, out, sizeof out - 1);
+    CHECK(!strcmp(out, "AAAABBBB"));
+    ring_put(&r, "EEEE");
+    CHECK(ring_drop_oldest(&r, 4, 4, 4) == 0);   /* the only record is leaving */
+    CHECK(r.len == 4);
     ring_free(&r);
 }
 
@@ -163,6 +174,27 @@ static void test_request(void)
     CHECK(parse_spec(&spec, "id=a side=producer channels=1 listen=0.0.0.0:5100 "
                             "connect=1.2.3.4:5 allow=10.0.0.0/8 buffer=1K", err, sizeof err) < 0);
     CHECK(!strncmp(err, "buffer:", 7));
+
+    /* The TLS leg: a peer name goes with it, and survives format -> parse. */
+    CHECK(parse_spec(&spec, "id=a side=producer channels=1 listen=0.0.0.0:5100 "
+                            "connect=1.2.3.4:5 allow=10.0.0.0/8 tls=connect", err, sizeof err) < 0);
+    CHECK(!strncmp(err, "tls-peer: required", 18));
+    CHECK(parse_spec(&spec, "id=a side=producer channels=1 listen=0.0.0.0:5100 "
+                            "connect=1.2.3.4:5 allow=10.0.0.0/8 tls-peer=gw2", err, sizeof err) < 0);
+    CHECK(!strncmp(err, "tls-peer: given without", 23));
+    CHECK(parse_spec(&spec, "id=a side=producer channels=1 listen=0.0.0.0:5100 "
+                            "connect=1.2.3.4:5 allow=10.0.0.0/8 tls=on tls-peer=gw2", err, sizeof err) < 0);
+    CHECK(!strncmp(err, "tls:", 4));
+    CHECK(parse_spec(&spec, "id=a side=producer channels=1 listen=0.0.0.0:5100 connect=1.2.3.4:5 "
+                            "allow=10.0.0.0/8 tls=connect tls-peer=gw2/../x", err, sizeof err) < 0);
+    CHECK(!strncmp(err, "tls-peer:", 9));
+    CHECK(parse_spec(&spec, "id=a side=consumer channels=1 listen=0.0.0.0:5100 connect=1.2.3.4:5 "
+                            "allow=10.0.0.0/8 tls=listen tls-peer=gw1.lab", err, sizeof err) == 0);
+    CHECK(spec.tls == TLS_LEG_LISTEN && !strcmp(spec.tls_peer, "gw1.lab"));
+    CHECK(request_spec_format(&spec, text, sizeof text) > 0);
+    CHECK(strstr(text, "tls=listen tls-peer=gw1.lab"));
+    CHECK(parse_spec(&again, text, err, sizeof err) == 0);
+    CHECK(!memcmp(&spec, &again, sizeof spec));
 
     /* Updates accept only what a live request can change. */
     {
