@@ -216,17 +216,22 @@ static int account_write(struct direction *d, ssize_t n, atomic_uint_fast64_t *b
     return 0;
 }
 
+/* A short read means the socket is (very likely) drained: not asking again
+ * saves a syscall per message; level-triggered epoll reports what comes next. */
 static int pump_splice(struct direction *d, atomic_uint_fast64_t *bytes)
 {
+    bool drained = false;
+
     for (int round = 0; round < PUMP_ROUNDS; round++) {
         bool progress = false;
         ssize_t n;
 
-        if (!d->src_eof && d->in_pipe < d->pipe_cap) {
-            n = splice(d->src, NULL, d->pipe_w, NULL, d->pipe_cap - d->in_pipe,
-                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (!d->src_eof && !drained && d->in_pipe < d->pipe_cap) {
+            uint64_t room = d->pipe_cap - d->in_pipe;
+            n = splice(d->src, NULL, d->pipe_w, NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 d->in_pipe += (uint64_t)n;
+                drained = (uint64_t)n < room;
                 progress = true;
             } else if (n == 0) {
                 d->src_eof = true;
@@ -254,7 +259,7 @@ static int pump_splice(struct direction *d, atomic_uint_fast64_t *bytes)
     return 0;
 }
 
-static int ring_read(struct conn *c, struct direction *d, bool *progress)
+static int ring_read(struct conn *c, struct direction *d, bool *progress, bool *drained)
 {
     uint8_t *span;
     size_t room;
@@ -279,6 +284,8 @@ static int ring_read(struct conn *c, struct direction *d, bool *progress)
     n = direction_read(c, d, span, room);
     if (n > 0) {
         ring_commit(&d->ring, (size_t)n);
+        /* TLS: OpenSSL may hold more than it returned (tls_has_pending). */
+        *drained = (size_t)n < room && !d->src_tls;
         *progress = true;
     } else if (n == 0) {
         d->src_eof = true;
@@ -291,13 +298,15 @@ static int ring_read(struct conn *c, struct direction *d, bool *progress)
 
 static int pump_ring(struct conn *c, struct direction *d, atomic_uint_fast64_t *bytes)
 {
+    bool drained = false;
+
     for (int round = 0; round < PUMP_ROUNDS; round++) {
         bool progress = false;
         const uint8_t *data;
         size_t len;
         ssize_t n;
 
-        if (!d->src_eof && ring_read(c, d, &progress) < 0)
+        if (!d->src_eof && !drained && ring_read(c, d, &progress, &drained) < 0)
             return -1;
         len = ring_data_span(&d->ring, &data);
         if (len > 0 && !d->aborted) {
@@ -361,7 +370,22 @@ bool conn_tls_input_pending(const struct conn *c)
            tls_has_pending(d->src_tls);
 }
 
-int conn_pump(struct conn *c)
+unsigned conn_directions_for(const struct conn *c, int side, uint32_t events)
+{
+    unsigned dirs = 0;
+
+    /* A TLS side's reads and writes both go through OpenSSL, which may need
+     * the other event (a key update); hang-ups and errors end both ways. */
+    if (!events || (events & (EPOLLHUP | EPOLLERR)) || (c->tls && side == c->tls_side))
+        return CONN_BOTH_DIRECTIONS;
+    if (events & EPOLLIN)
+        dirs |= 1u << side;       /* its reads feed dir[side] */
+    if (events & EPOLLOUT)
+        dirs |= 1u << (1 - side); /* its room drains dir[1 - side] */
+    return dirs;
+}
+
+int conn_pump(struct conn *c, unsigned dirs)
 {
     static const int forward = 0;
 
@@ -369,14 +393,17 @@ int conn_pump(struct conn *c)
         int rc = conn_handshake(c);
         if (rc <= 0)
             return rc;
+        dirs = CONN_BOTH_DIRECTIONS;
     }
 
     for (int i = 0; i < 2; i++) {
         struct direction *d = &c->dir[i];
         atomic_uint_fast64_t *bytes = i == forward ? &c->stats->bytes_forward
                                                    : &c->stats->bytes_reverse;
-        int rc = d->use_ring ? pump_ring(c, d, bytes) : pump_splice(d, bytes);
+        int rc = 0;
 
+        if (dirs & (1u << i))
+            rc = d->use_ring ? pump_ring(c, d, bytes) : pump_splice(d, bytes);
         if (rc < 0)
             return -1;
         direction_shutdown_if_drained(d);
@@ -432,6 +459,9 @@ int conn_finish_connect(struct conn *c)
 
 void conn_side_hangup(struct conn *c, int side)
 {
+    /* A TLS side gone before its close_notify: the stream was cut. */
+    if (c->tls && side == c->tls_side && !c->dir[side].src_eof)
+        c->reset_on_close = true;
     /* Nothing more can be read from or written to this side. */
     c->dir[side].src_eof = true;
     c->dir[1 - side].aborted = true;

@@ -88,9 +88,12 @@ struct conn *conn_new(struct request *req, unsigned channel, const struct conn_s
                       const struct relay_settings *settings, uint64_t pipe_max);
 /* Close what conn_new would have owned, when it is never called. */
 void conn_sockets_close(const struct conn_sockets *sockets);
-/* Move what can move now. -1: the connection failed and must be closed;
- * 1: both directions finished; 0: waiting for events. */
-int conn_pump(struct conn *c);
+#define CONN_BOTH_DIRECTIONS 3u
+/* The directions (bit i = dir[i]) an epoll event on `side` can move. */
+unsigned conn_directions_for(const struct conn *c, int side, uint32_t events);
+/* Move what can move now in the given directions. -1: the connection failed
+ * and must be closed; 1: both directions finished; 0: waiting for events. */
+int conn_pump(struct conn *c, unsigned dirs);
 /* The events each side should be registered for. */
 uint32_t conn_wanted_events(const struct conn *c, int side);
 /* Finish a non-blocking connect: 0 connected, -1 failed (errno set). */

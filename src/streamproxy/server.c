@@ -677,6 +677,13 @@ static void reload(struct server *s)
         log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s", err);
         return;
     }
+    for (const struct request *r = s->requests; r && !tls_ctx; r = r->next) {
+        if (r->spec.tls != TLS_LEG_NONE) {
+            log_msg(LOG_ERROR, "reload failed, the running configuration stays: request %s "
+                               "uses tls and the new config has no tls_cert", r->spec.id);
+            return;
+        }
+    }
     /* Certificates rotate here; live sessions keep the context they began with. */
     SSL_CTX_free(s->tls_ctx);
     s->tls_ctx = tls_ctx;

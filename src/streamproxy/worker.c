@@ -71,11 +71,13 @@ static int conn_arm(struct worker *w, struct conn *c)
 
 static void conn_event(struct worker *w, struct conn *c, int side, uint32_t events)
 {
+    unsigned dirs = conn_directions_for(c, side, events);
     int rc;
 
     if (c->closed)
         return;
     if (c->connecting) {
+        dirs = CONN_BOTH_DIRECTIONS; /* the client may have sent while we connected */
         if (conn_finish_connect(c) < 0) {
             char why[128];
             atomic_fetch_add_explicit(&c->stats->connect_failures, 1, memory_order_relaxed);
@@ -91,13 +93,14 @@ static void conn_event(struct worker *w, struct conn *c, int side, uint32_t even
         (void)getsockopt(c->fd[side], SOL_SOCKET, SO_ERROR, &error, &len);
         log_msg(LOG_INFO, "%s ch%u: %s side reset: %s", c->req->spec.id, c->channel,
                 side ? "target" : "client", strerror(error));
+        conn_side_hangup(c, side);
         conn_close(w, c, "socket error");
         return;
     }
-    rc = conn_pump(c);
+    rc = conn_pump(c, dirs);
     if (rc == 0 && (events & EPOLLHUP)) {
         conn_side_hangup(c, side);
-        rc = conn_pump(c);
+        rc = conn_pump(c, CONN_BOTH_DIRECTIONS);
     }
     if (rc < 0) {
         log_msg(c->why[0] ? LOG_WARN : LOG_INFO, "%s ch%u: relay ended: %s", c->req->spec.id,

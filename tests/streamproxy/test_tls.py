@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import select
 import signal
 import socket
 import ssl
@@ -103,6 +104,9 @@ class Tap:
         self.seen = bytearray()
         self.server = socket.create_server(("127.0.0.1", port))
         self.target = target
+        self.outbound: socket.socket | None = None
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -110,19 +114,35 @@ class Tap:
             inbound, _ = self.server.accept()
         except OSError:
             return
-        outbound = socket.create_connection(("127.0.0.1", self.target))
-        threading.Thread(target=self._pipe, args=(outbound, inbound, False), daemon=True).start()
-        self._pipe(inbound, outbound, True)
+        outbound = self.outbound = socket.create_connection(("127.0.0.1", self.target))
+        for args in ((inbound, outbound, True), (outbound, inbound, False)):
+            self.threads.append(threading.Thread(target=self._pipe, args=args, daemon=True))
+            self.threads[-1].start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, keep: bool):
+        # Poll, never block in recv(): a socket closed while another thread
+        # sits in recv() is only released (and its RST sent) when it returns.
         try:
-            while chunk := src.recv(1 << 16):
+            while not self.stopping.is_set():
+                if not select.select([src], [], [], 0.1)[0]:
+                    continue
+                chunk = src.recv(1 << 16)
+                if not chunk:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
                 if keep:
                     self.seen += chunk
                 dst.sendall(chunk)
-            dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+
+    def reset(self):
+        """Cut the leg towards the consumer's gateway with a TCP reset."""
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
+        self.outbound.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.outbound.close()
 
     def close(self):
         self.server.close()
@@ -230,13 +250,16 @@ def test_tls_client_refuses_a_gateway_with_the_wrong_name(bindir, tmp_path, pki)
             assert rc == 0 and not any(m in gw.log_text() for m in SANITIZER_MARKS)
 
 
-def test_a_cut_tls_stream_resets_the_consumer(gateways):
-    """gw1 dies (SIGKILL) mid-stream: gw2 sees no close_notify and resets the
-    consumer's connection instead of ending it as if the stream were complete."""
+@pytest.mark.parametrize("cut", ["gateway-killed", "wan-reset"])
+def test_a_cut_tls_stream_resets_the_consumer(gateways, cut):
+    """gw1 dies (SIGKILL) or the WAN leg is reset mid-stream: gw2 sees no
+    close_notify and resets the consumer's connection instead of ending it as
+    if the stream were complete."""
     gw1, gw2 = gateways
-    consumer = free_port_block(1)
+    consumer, wan = free_port_block(1), free_port_block(1)
     server = socket.create_server(("127.0.0.1", consumer))
-    pair(gw1, gw2, consumer)
+    tap = Tap(wan, gw2.port_min)
+    pair(gw1, gw2, consumer, wan_port=wan)
     producer = socket.create_connection(("127.0.0.1", gw1.port_min), timeout=10)
     conn, _ = server.accept()
     producer.sendall(b"z" * 100000)
@@ -244,13 +267,18 @@ def test_a_cut_tls_stream_resets_the_consumer(gateways):
     got = 0
     while got < 100000:
         got += len(conn.recv(1 << 16))
-    gw1.proc.send_signal(signal.SIGKILL)
-    gw1.proc.wait(timeout=10)
-    gw1.proc = None
+    if cut == "gateway-killed":
+        gw1.proc.send_signal(signal.SIGKILL)
+        gw1.proc.wait(timeout=10)
+        gw1.proc = None
+    else:
+        tap.reset()
     with pytest.raises(ConnectionResetError):
         while conn.recv(1 << 16):
             pass
-    assert "unexpected eof" in gw2.log_text()
+    log = gw2.log_text()
+    assert ("unexpected eof" if cut == "gateway-killed" else "client side reset") in log, log[-2000:]
+    tap.close()
     producer.close()
     conn.close()
     server.close()
@@ -320,3 +348,40 @@ def test_tls_requests_and_configs_are_checked(bindir, tmp_path, pki, proxy):
     serve = subprocess.run([str(bindir / "sdmz-proxy"), "serve", "--config", str(config)],
                            capture_output=True, text=True, timeout=30)
     assert serve.returncode != 0 and "tls_key" in serve.stderr
+
+
+def served_certificate(port: int, pki: Pki) -> bytes:
+    """The certificate a TLS-listening request shows a client named gw1."""
+    cert, key = pki.issue("gw1")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_cert_chain(cert, key)
+    ctx.load_verify_locations(pki.ca_file)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="gw2") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def test_sighup_rotates_certificates_and_refuses_to_drop_tls_under_tls_requests(gateways, pki):
+    """A new certificate is taken at SIGHUP and new sessions use it; a reload
+    that would leave TLS requests without a certificate is refused whole."""
+    gw1, gw2 = gateways
+    consumer = free_port_block(1)
+    sink = Sink(consumer)
+    pair(gw1, gw2, consumer)
+    payload = os.urandom(1 << 20)
+    expected = "sha256=" + hashlib.sha256(payload).hexdigest()
+    assert send_and_confirm(gw1.port_min, payload) == expected
+
+    cert, key = pki.issue("gw2")  # same name, new key: the rotation
+    gw2.write_config(tls_cert=str(cert), tls_key=str(key), tls_ca=str(pki.ca_file))
+    gw2.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "reloaded" in gw2.log_text())
+    assert send_and_confirm(gw1.port_min, payload) == expected
+    assert served_certificate(gw2.port_min, pki) == ssl.PEM_cert_to_DER_cert(cert.read_text())
+
+    gw2.write_config()  # no TLS at all
+    gw2.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "uses tls and the new config has no tls_cert" in gw2.log_text())
+    assert send_and_confirm(gw1.port_min, payload) == expected
+    assert gw2.stats()["channels"][0]["tls_failures"] == "0"
+    sink.close()
