@@ -13,34 +13,30 @@ static int fail(char *err, size_t errlen, const char *key, const char *what)
     return -1;
 }
 
-static int valid_id(const char *id)
+/* 1..max characters, each a letter, a digit or one of `extra`. */
+static int name_ok(const char *name, size_t max, const char *extra)
 {
-    size_t n = strlen(id);
+    size_t n = strlen(name);
 
-    if (n == 0 || n > REQUEST_ID_MAX)
+    if (n == 0 || n > max)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        char c = id[i];
+        char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.'))
+              (c && strchr(extra, c))))
             return 0;
     }
     return 1;
 }
 
+static int valid_id(const char *id)
+{
+    return name_ok(id, REQUEST_ID_MAX, "-_.");
+}
+
 static int valid_dns_name(const char *name)
 {
-    size_t n = strlen(name);
-
-    if (n == 0 || n > REQUEST_TLS_PEER_MAX || name[0] == '-' || name[0] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.'))
-            return 0;
-    }
-    return 1;
+    return name[0] != '-' && name[0] != '.' && name_ok(name, REQUEST_TLS_PEER_MAX, "-.");
 }
 
 static int parse_allow(struct request_spec *spec, const char *value, char *err, size_t errlen)

@@ -9,6 +9,7 @@ import random
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -215,6 +216,18 @@ class Sink:
                     c.close()
                 except OSError:
                     pass
+
+
+def whole_records(data: bytes, record: int) -> list[int]:
+    """The indexes of the records that arrived, each checked whole: a record is
+    its 8-byte index repeated (what the drop-oldest tests send)."""
+    import struct
+    assert len(data) % record == 0, "a torn record arrived"
+    indexes = [struct.unpack_from("!Q", data, off)[0] for off in range(0, len(data), record)]
+    for off, index in zip(range(0, len(data), record), indexes):
+        assert data[off:off + record] == struct.pack("!Q", index) * (record // 8)
+    assert indexes == sorted(indexes) and len(set(indexes)) == len(indexes), "reordered"
+    return indexes
 
 
 def send_and_confirm(port: int, payload: bytes) -> str:

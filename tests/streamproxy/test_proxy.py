@@ -14,7 +14,7 @@ import time
 import pytest
 
 from proxyctl import (Proxy, Sink, bindir, builds, free_port_block, proxy,  # noqa: F401
-                      send_and_confirm, wait_for)
+                      send_and_confirm, wait_for, whole_records)
 
 
 def test_relay_mode_carries_bytes_intact_both_ways(bindir):
@@ -228,11 +228,7 @@ def test_drop_oldest_discards_whole_records_and_counts_them(proxy):
     data = b""
     while chunk := consumer.recv(1 << 20):
         data += chunk
-    assert len(data) % record == 0
-    indexes = [struct.unpack_from("!Q", data, off)[0] for off in range(0, len(data), record)]
-    for off, index in zip(range(0, len(data), record), indexes):
-        assert data[off:off + record] == struct.pack("!Q", index) * (record // 8)
-    assert indexes == sorted(indexes) and len(set(indexes)) == len(indexes)
+    indexes = whole_records(data, record)
     assert indexes[-1] == count - 1  # the newest data survives
     final = proxy.stats()["channels"][0]
     assert int(final["dropped_bytes"]) == (count - len(indexes)) * record

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from proxyctl import (Proxy, Sink, bindir, builds, free_port_block, proxy,  # noqa: F401
-                      send_and_confirm, wait_for)
+                      send_and_confirm, wait_for, whole_records)
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
@@ -308,11 +308,7 @@ def test_drop_oldest_over_tls_keeps_records_whole(gateways):
     data = b""
     while chunk := conn.recv(1 << 20):
         data += chunk
-    assert len(data) % record == 0
-    indexes = [struct.unpack_from("!Q", data, off)[0] for off in range(0, len(data), record)]
-    for off, index in zip(range(0, len(data), record), indexes):
-        assert data[off:off + record] == struct.pack("!Q", index) * (record // 8)
-    assert indexes == sorted(indexes) and len(set(indexes)) == len(indexes)
+    indexes = whole_records(data, record)
     assert indexes[-1] == count - 1
     producer.close()
     conn.close()
