@@ -8,6 +8,7 @@ build/bench/proxy.png. A benchmark: it reports ratios, it asserts nothing."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -74,11 +75,20 @@ class Chain:
             proc.wait(timeout=10)
 
 
-def goodput(entry: int, size: int) -> float:
-    result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(entry), "-t", str(SECONDS),
-                             "-l", str(size), "-J"], capture_output=True, text=True, timeout=120)
-    data = json.loads(result.stdout)
-    return data["end"]["sum_received"]["bits_per_second"]
+def goodput(entry: int, size: int) -> float | None:
+    """iperf3's received goodput; a run that fails (a peer dropping iperf3's
+    control connection, say) is retried twice, then recorded as None."""
+    for _ in range(3):
+        result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(entry), "-t",
+                                 str(SECONDS), "-l", str(size), "-J"],
+                                capture_output=True, text=True, timeout=120)
+        try:
+            return json.loads(result.stdout)["end"]["sum_received"]["bits_per_second"]
+        except (ValueError, KeyError):
+            print("iperf3 through port %d, %d B: %s" % (entry, size, (result.stdout[-300:]
+                  or result.stderr[-300:]).strip()), file=sys.stderr)
+            time.sleep(1)
+    return None
 
 
 def latency(entry: int) -> float:
@@ -136,7 +146,8 @@ def report(results: dict) -> None:
         print("%-8s" % "size" + "".join("%12s" % p for p in PEERS) +
               "  proxy/direct proxy/haproxy proxy/socat")
         for size in SIZES:
-            row = {p: g["%s/%d" % (p, hops)][str(size)] for p in PEERS}
+            # A point that failed every try (None) counts as NaN: its targets are missed.
+            row = {p: g["%s/%d" % (p, hops)][str(size)] or math.nan for p in PEERS}
             r = {"direct": row["sdmz-proxy"] / row["direct"],
                  "haproxy": row["sdmz-proxy"] / row["haproxy"],
                  "socat": row["sdmz-proxy"] / row["socat"]}
@@ -179,7 +190,8 @@ def plot(results: dict) -> None:
     for ax, hops in zip(axes, (1, 2)):
         for peer in PEERS:
             series = results["goodput_bps"]["%s/%d" % (peer, hops)]
-            ax.plot(SIZES, [series[str(s)] / 1e9 for s in SIZES], marker="o", label=peer)
+            ax.plot(SIZES, [(series[str(s)] or math.nan) / 1e9 for s in SIZES], marker="o",
+                    label=peer)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("write size (bytes)")
         ax.set_title("%d proxy hop(s), loopback, %d CPUs" % (hops, results["cpus"]))
