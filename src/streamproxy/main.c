@@ -161,6 +161,7 @@ static int run_relay(int argc, char **argv)
 static int run_check(int argc, char **argv)
 {
     struct proxy_config cfg;
+    SSL_CTX *ctx;
     char err[300];
 
     if (argc != 4 || strcmp(argv[2], "--config")) {
@@ -171,14 +172,12 @@ static int run_check(int argc, char **argv)
         fprintf(stderr, "sdmz-proxy: %s\n", err);
         return 2;
     }
-    if (cfg.tls_cert[0]) {
-        SSL_CTX *ctx = tls_context_new(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, err, sizeof err);
-        if (!ctx) {
-            fprintf(stderr, "sdmz-proxy: %s: %s\n", argv[3], err);
-            return 2;
-        }
-        SSL_CTX_free(ctx);
+    /* The certificate files are part of the config: they must load too. */
+    if (tls_context_from_config(&cfg, &ctx, err, sizeof err) < 0) {
+        fprintf(stderr, "sdmz-proxy: %s: %s\n", argv[3], err);
+        return 2;
     }
+    SSL_CTX_free(ctx);
     printf("%s: ok\n", argv[3]);
     return 0;
 }

@@ -296,63 +296,16 @@ static int verb_update(struct server *s, int nargs, char **args, FILE *out)
     return 0;
 }
 
-static void print_channel_stats(const struct request *r, FILE *out)
-{
-    for (unsigned i = 0; i < r->spec.channels; i++) {
-        const struct channel_stats *st = &r->stats[i];
-        char listen[64], connect[64];
-        struct sockaddr_storage l = r->spec.listen_base, c = r->spec.connect_base;
-
-        netaddr_set_port(&l, request_port(&r->spec.listen_base, i));
-        netaddr_set_port(&c, request_port(&r->spec.connect_base, i));
-        netaddr_format(&l, listen, sizeof listen);
-        netaddr_format(&c, connect, sizeof connect);
-        fprintf(out,
-                "channel id=%s channel=%u listen=%s connect=%s conns=%llu conns_total=%llu "
-                "bytes_forward=%llu bytes_reverse=%llu rate_bps=%.0f buffered=%llu "
-                "buffer_capacity=%llu full_events=%llu overflow_events=%llu dropped_bytes=%llu "
-                "connect_failures=%llu tls_failures=%llu\n",
-                r->spec.id, i, listen, connect,
-                (unsigned long long)atomic_load(&st->conns_active),
-                (unsigned long long)atomic_load(&st->conns_total),
-                (unsigned long long)atomic_load(&st->bytes_forward),
-                (unsigned long long)atomic_load(&st->bytes_reverse), st->rate_bps,
-                (unsigned long long)atomic_load(&st->buffered),
-                (unsigned long long)atomic_load(&st->buffer_capacity),
-                (unsigned long long)atomic_load(&st->full_events),
-                (unsigned long long)atomic_load(&st->overflow_events),
-                (unsigned long long)atomic_load(&st->dropped_bytes),
-                (unsigned long long)atomic_load(&st->connect_failures),
-                (unsigned long long)atomic_load(&st->tls_failures));
-    }
-}
-
 static int verb_stats(struct server *s, int nargs, char **args, FILE *out)
 {
     const char *id = arg_value(nargs, args, "id");
-    const struct server_counters *c = &s->counters;
 
     if (id && !find_request(s, id)) {
         fprintf(out, "error id: no such request\n");
         return -1;
     }
     fprintf(out, "ok stats\n");
-    for (struct request *r = s->requests; r; r = r->next)
-        if (!id || !strcmp(id, r->spec.id))
-            print_channel_stats(r, out);
-    fprintf(out,
-            "server connections=%u rejected_source=%llu rejected_limit=%llu "
-            "connect_errors=%llu tls_errors=%llu control_ok=%llu control_bad_hmac=%llu "
-            "control_replay=%llu control_stale=%llu control_malformed=%llu control_errors=%llu\n",
-            atomic_load(&s->total_conns), (unsigned long long)c->rejected_source,
-            (unsigned long long)c->rejected_limit, (unsigned long long)c->connect_errors,
-            (unsigned long long)c->tls_errors,
-            (unsigned long long)c->control_ok,
-            (unsigned long long)c->control_rejected[CONTROL_BAD_MAC],
-            (unsigned long long)c->control_rejected[CONTROL_REPLAY],
-            (unsigned long long)c->control_rejected[CONTROL_STALE],
-            (unsigned long long)c->control_rejected[CONTROL_MALFORMED],
-            (unsigned long long)c->control_errors);
+    stats_render(s, id, out);
     return 0;
 }
 
@@ -672,8 +625,7 @@ static void reload(struct server *s)
 
     if (config_load(s->config_path, &cfg, err, sizeof err) < 0 ||
         control_key_load(cfg.key_file, &key, err, sizeof err) < 0 ||
-        (cfg.tls_cert[0] &&
-         !(tls_ctx = tls_context_new(cfg.tls_cert, cfg.tls_key, cfg.tls_ca, err, sizeof err)))) {
+        tls_context_from_config(&cfg, &tls_ctx, err, sizeof err) < 0) {
         log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s", err);
         return;
     }
@@ -786,8 +738,7 @@ static int server_init(struct server *s, const struct proxy_config *cfg, bool re
     s->relay_mode = relay_mode;
     s->control_fd = s->metrics_fd = s->timer_fd = s->signal_fd = -1;
     s->pipe_max = read_pipe_max();
-    if (cfg->tls_cert[0] &&
-        !(s->tls_ctx = tls_context_new(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err))) {
+    if (tls_context_from_config(cfg, &s->tls_ctx, err, sizeof err) < 0) {
         log_msg(LOG_ERROR, "%s", err);
         return -1;
     }

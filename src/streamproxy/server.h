@@ -57,5 +57,8 @@ int server_relay(const struct request_spec *spec, const struct proxy_config *cfg
 int server_handle_verb(struct server *s, const char *verb, int nargs, char **args, FILE *out);
 /* Prometheus text exposition of every counter; malloc'd. */
 char *metrics_render(const struct server *s, size_t *len);
+/* The same counters as `stats` lines: one per channel (of request id, or of
+ * all when id is NULL), then the server's. */
+void stats_render(const struct server *s, const char *id, FILE *out);
 
 #endif

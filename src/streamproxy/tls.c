@@ -1,5 +1,7 @@
 #include "tls.h"
 
+#include "config.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +64,16 @@ SSL_CTX *tls_context_new(const char *cert_file, const char *key_file, const char
     SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     return ctx;
+}
+
+int tls_context_from_config(const struct proxy_config *cfg, SSL_CTX **ctx, char *err,
+                            size_t errlen)
+{
+    *ctx = NULL;
+    if (!cfg->tls_cert[0])
+        return 0;
+    *ctx = tls_context_new(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, errlen);
+    return *ctx ? 0 : -1;
 }
 
 SSL *tls_session_new(SSL_CTX *ctx, int fd, bool client, const char *peer_name, char *err,

@@ -17,6 +17,12 @@
 SSL_CTX *tls_context_new(const char *cert_file, const char *key_file, const char *ca_file,
                          char *err, size_t errlen);
 
+struct proxy_config;
+/* The context a configuration names (tls_cert, tls_key, tls_ca): 0 with *ctx
+ * NULL when it names none, -1 with one message in err when they do not load. */
+int tls_context_from_config(const struct proxy_config *cfg, SSL_CTX **ctx, char *err,
+                            size_t errlen);
+
 /* A session on fd, client or server; the peer's certificate must chain to the
  * CA and name peer_name (DNS SAN or CN). NULL with a message in err. */
 SSL *tls_session_new(SSL_CTX *ctx, int fd, bool client, const char *peer_name, char *err,

@@ -218,6 +218,32 @@ class Sink:
                     pass
 
 
+def stalling_listener(port: int) -> socket.socket:
+    """A consumer's listening socket with a tiny receive buffer: accepted and
+    not read, it stalls the stream as soon as the proxies' buffers fill."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    server.bind(("127.0.0.1", port))
+    server.listen(1)
+    return server
+
+
+def send_records(sock: socket.socket, count: int, record: int) -> None:
+    """Records 0..count-1, each its 8-byte index repeated; then half-close."""
+    for i in range(count):
+        sock.sendall(struct.pack("!Q", i) * (record // 8))
+    sock.shutdown(socket.SHUT_WR)
+
+
+def recv_all(sock: socket.socket, timeout: float) -> bytes:
+    sock.settimeout(timeout)
+    chunks = []
+    while chunk := sock.recv(1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def whole_records(data: bytes, record: int) -> list[int]:
     """The indexes of the records that arrived, each checked whole: a record is
     its 8-byte index repeated (what the drop-oldest tests send)."""

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from proxyctl import (Proxy, Sink, bindir, builds, free_port_block, proxy,  # noqa: F401
-                      send_and_confirm, wait_for, whole_records)
+                      recv_all, send_and_confirm, send_records,
+                      stalling_listener, wait_for, whole_records)
 
 
 def test_relay_mode_carries_bytes_intact_both_ways(bindir):
@@ -210,25 +211,15 @@ def test_drop_oldest_discards_whole_records_and_counts_them(proxy):
     dropped and counted, and what arrives is intact records in order."""
     record = 1024
     target = free_port_block(1)
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    server.bind(("127.0.0.1", target))
-    server.listen(1)
+    server = stalling_listener(target)
     proxy.create("lossy", proxy.port_min, target, buffer="64K", policy="drop-oldest", record=record)
     producer = socket.create_connection(("127.0.0.1", proxy.port_min), timeout=10)
     consumer, _ = server.accept()  # accepted, not read: the consumer stalls
     count = 16384  # 16 MiB, far more than every buffer on the path
-    for i in range(count):
-        producer.sendall(struct.pack("!Q", i) * (record // 8))  # never blocks for long
-    producer.shutdown(socket.SHUT_WR)
+    send_records(producer, count, record)  # never blocks for long
     stats = wait_for(lambda: (c := proxy.stats()["channels"][0]) and int(c["dropped_bytes"]) > 0 and c)
     assert int(stats["overflow_events"]) > 0
-    consumer.settimeout(10)
-    data = b""
-    while chunk := consumer.recv(1 << 20):
-        data += chunk
-    indexes = whole_records(data, record)
+    indexes = whole_records(recv_all(consumer, 10), record)
     assert indexes[-1] == count - 1  # the newest data survives
     final = proxy.stats()["channels"][0]
     assert int(final["dropped_bytes"]) == (count - len(indexes)) * record

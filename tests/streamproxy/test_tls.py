@@ -22,7 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from proxyctl import (Proxy, Sink, bindir, builds, free_port_block, proxy,  # noqa: F401
-                      send_and_confirm, wait_for, whole_records)
+                      recv_all, send_and_confirm, send_records,
+                      stalling_listener, wait_for, whole_records)
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
@@ -291,24 +292,14 @@ def test_drop_oldest_over_tls_keeps_records_whole(gateways):
     gw1, gw2 = gateways
     record, count = 1024, 32768  # 32 MiB: more than every socket buffer on the path
     consumer = free_port_block(1)
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    server.bind(("127.0.0.1", consumer))
-    server.listen(1)
+    server = stalling_listener(consumer)
     pair(gw1, gw2, consumer, buffer="64K", policy="drop-oldest", record=str(record),
          consumer_side={"buffer": "64K"})
     producer = socket.create_connection(("127.0.0.1", gw1.port_min), timeout=20)
     conn, _ = server.accept()  # not read yet: the consumer stalls
-    for i in range(count):
-        producer.sendall(struct.pack("!Q", i) * (record // 8))
-    producer.shutdown(socket.SHUT_WR)
+    send_records(producer, count, record)
     wait_for(lambda: int(gw1.stats()["channels"][0]["dropped_bytes"]) > 0)
-    conn.settimeout(20)
-    data = b""
-    while chunk := conn.recv(1 << 20):
-        data += chunk
-    indexes = whole_records(data, record)
+    indexes = whole_records(recv_all(conn, 20), record)
     assert indexes[-1] == count - 1
     producer.close()
     conn.close()
