@@ -166,17 +166,49 @@ socklen_t netaddr_len(const struct sockaddr_storage *addr)
     return addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 }
 
+void netaddr_format_host(const struct sockaddr_storage *addr, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (addr->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, host, sizeof host);
+    else if (addr->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, host, sizeof host);
+    snprintf(buf, len, "%s", host);
+}
+
 void netaddr_format(const struct sockaddr_storage *addr, char *buf, size_t len)
 {
     char host[INET6_ADDRSTRLEN];
 
-    if (addr->ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, host, sizeof host);
-        snprintf(buf, len, "%s:%u", host, netaddr_port(addr));
-    } else {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, host, sizeof host);
-        snprintf(buf, len, "[%s]:%u", host, netaddr_port(addr));
+    netaddr_format_host(addr, host, sizeof host);
+    snprintf(buf, len, addr->ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
+             netaddr_port(addr));
+}
+
+int netaddr_parse_host(const char *text, struct sockaddr_storage *out)
+{
+    memset(out, 0, sizeof *out);
+    if (inet_pton(AF_INET, text, &((struct sockaddr_in *)out)->sin_addr) == 1) {
+        out->ss_family = AF_INET;
+        return 0;
     }
+    if (inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)out)->sin6_addr) == 1) {
+        out->ss_family = AF_INET6;
+        return 0;
+    }
+    return -1;
+}
+
+bool netaddr_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                      &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
+    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
 }
 
 void cidr_format(const struct cidr *prefix, char *buf, size_t len)

@@ -24,6 +24,10 @@ void netaddr_set_port(struct sockaddr_storage *addr, uint16_t port);
 socklen_t netaddr_len(const struct sockaddr_storage *addr);
 /* "198.18.1.12:5100" or "[fd53::12]:5100". */
 void netaddr_format(const struct sockaddr_storage *addr, char *buf, size_t len);
+/* An IP literal without a port ("198.18.1.12", "fd53::12"). */
+int netaddr_parse_host(const char *text, struct sockaddr_storage *out);
+void netaddr_format_host(const struct sockaddr_storage *addr, char *buf, size_t len);
+bool netaddr_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 void cidr_format(const struct cidr *prefix, char *buf, size_t len);
 
 #endif
