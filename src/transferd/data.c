@@ -141,8 +141,10 @@ int data_listen(const struct sockaddr_storage *local, uint16_t port_lo, uint16_t
         }
         *bound = *local;
         netaddr_set_port(bound, (uint16_t)(port_lo + (first + i) % span));
+        socklen_t len = sizeof *bound;
         if (bind(fd, (struct sockaddr *)bound, netaddr_len(bound)) == 0 &&
-            listen(fd, DATA_STREAMS_MAX) == 0)
+            listen(fd, DATA_STREAMS_MAX) == 0 &&
+            getsockname(fd, (struct sockaddr *)bound, &len) == 0)
             return fd;
         int saved = errno;
         close(fd);
@@ -295,10 +297,24 @@ struct send_shared {
     pthread_mutex_t lock;
     uint64_t cursor;        /* next file offset not yet handed to a stream */
     unsigned nfds;
+    uint64_t block;
     bool failed;
     char err[256];
     double t0;
 };
+
+/* Blocks small enough that every stream gets several: the tail a slow
+ * stream can leave is one block, so the finish stays even (the study's
+ * imbalance) without making big files pay a header per few KiB. */
+static uint64_t block_size_for(const struct modee_send_job *job, unsigned nfds)
+{
+    uint64_t block = job->tuning->block_size ? job->tuning->block_size : DATA_BLOCK_DEFAULT;
+    uint64_t share = (job->end - job->start) / ((uint64_t)nfds * 8);
+
+    if (share < block)
+        block = share < DATA_BLOCK_MIN ? DATA_BLOCK_MIN : share;
+    return block;
+}
 
 struct send_worker {
     struct send_shared *shared;
@@ -313,7 +329,7 @@ struct send_worker {
 static bool next_block(struct send_shared *shared, uint64_t *offset, uint64_t *len)
 {
     const struct modee_send_job *job = shared->job;
-    uint32_t block = job->tuning->block_size ? job->tuning->block_size : DATA_BLOCK_DEFAULT;
+    uint64_t block = shared->block;
     bool found = false;
 
     pthread_mutex_lock(&shared->lock);
@@ -408,6 +424,7 @@ int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
                struct xfer_stats *stats, char *err, size_t errlen)
 {
     struct send_shared shared = {.job = job, .cursor = job->start, .nfds = nfds,
+                                 .block = block_size_for(job, nfds ? nfds : 1),
                                  .t0 = monotonic_seconds()};
     struct send_worker workers[DATA_STREAMS_MAX];
     unsigned started = 0;

@@ -15,6 +15,7 @@
 
 #define DATA_STREAMS_MAX 32
 #define DATA_BLOCK_DEFAULT (4u << 20)
+#define DATA_BLOCK_MIN (256u << 10)
 
 /* Socket settings from the DTN tuning (0: the kernel's autotuning). */
 struct data_tuning {
