@@ -9,7 +9,7 @@ mkdir -p build
 results=build/test-results.xml
 
 "$root/.venv/bin/pytest" -p no:cacheprovider -rfE --junitxml="$results" \
-    tests/unit tests/streamproxy tests/static tests/inventory tests/network tests/measurement tests/terraform tests/molecule tests/lab "$@"
+    tests/unit tests/streamproxy tests/transferd tests/static tests/inventory tests/network tests/measurement tests/terraform tests/molecule tests/lab "$@"
 rc=$?
 
 "$root/.venv/bin/python" - "$results" <<'PY'

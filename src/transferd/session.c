@@ -480,7 +480,7 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
         struct modee_recv_job job = {
             .file_fd = fd, .offset_shift = shift, .listen_fd = s->pasv_fd,
             .allowed_peer = &s->peer, .tuning = &s->tuning, .cache = &s->cache,
-            .received = &received, .marker_interval_ms = 5000, .marker = send_range_marker,
+            .received = &received, .marker_interval_ms = s->config->marker_interval_ms, .marker = send_range_marker,
             .marker_ctx = &marker, .refused = &s->refused_data,
         };
         rc = modee_recv(&job, &t.stats, err, sizeof err);

@@ -23,6 +23,7 @@ struct server_config {
     unsigned max_streams;          /* data connections per transfer */
     struct data_tuning tuning;
     int idle_timeout_s;            /* control channel */
+    int marker_interval_ms;        /* 111 restart markers while receiving */
     bool inetd;                    /* authenticated by the transport (sshftp) */
     char inetd_user[64];
     char hostname[256];

@@ -39,7 +39,8 @@ static void usage(FILE *out)
         "                  [--data-ports LO-HI] [--anonymous-read] [--token-file FILE]\n"
         "                  [--log FILE] [--max-sessions N] [--max-streams N]\n"
         "                  [--tcp-buffer BYTES] [--block BYTES] [--pacing-rate BITS]\n"
-        "                  [--idle-timeout SECONDS] [--check] [--verbose]\n"
+        "                  [--idle-timeout SECONDS] [--marker-interval SECONDS]\n"
+        "                  [--check] [--verbose]\n"
         "  --root DIR          serve paths under DIR (repeatable); clients use real paths\n"
         "  --listen ADDR:PORT  control address, e.g. 198.18.1.11:2812 or [fd53::11]:2812\n"
         "  --data-ports LO-HI  passive data ports (default 50000-51000, the ACL's range)\n"
@@ -79,7 +80,7 @@ static int parse_ports(const char *text, uint16_t *lo, uint16_t *hi)
 static int parse_options(int argc, char **argv, struct server_config *c, bool *check)
 {
     enum { O_ROOT = 256, O_LISTEN, O_DATA, O_ANON, O_TOKEN, O_LOG, O_INETD, O_SESSIONS,
-           O_STREAMS, O_BUFFER, O_BLOCK, O_PACING, O_IDLE, O_CHECK, O_VERBOSE, O_HELP };
+           O_STREAMS, O_BUFFER, O_BLOCK, O_PACING, O_IDLE, O_MARKERS, O_CHECK, O_VERBOSE, O_HELP };
     static const struct option options[] = {
         {"root", required_argument, NULL, O_ROOT},
         {"listen", required_argument, NULL, O_LISTEN},
@@ -94,6 +95,7 @@ static int parse_options(int argc, char **argv, struct server_config *c, bool *c
         {"block", required_argument, NULL, O_BLOCK},
         {"pacing-rate", required_argument, NULL, O_PACING},
         {"idle-timeout", required_argument, NULL, O_IDLE},
+        {"marker-interval", required_argument, NULL, O_MARKERS},
         {"check", no_argument, NULL, O_CHECK},
         {"verbose", no_argument, NULL, O_VERBOSE},
         {"help", no_argument, NULL, O_HELP},
@@ -157,6 +159,11 @@ static int parse_options(int argc, char **argv, struct server_config *c, bool *c
             if (parse_uint(optarg, 86400, &value) < 0 || value == 0)
                 return fail("--idle-timeout %s: expected 1 to 86400 seconds", optarg);
             c->idle_timeout_s = c->tuning.idle_timeout_s = (int)value;
+            break;
+        case O_MARKERS:
+            if (parse_uint(optarg, 3600, &value) < 0 || value == 0)
+                return fail("--marker-interval %s: expected 1 to 3600 seconds", optarg);
+            c->marker_interval_ms = (int)value * 1000;
             break;
         case O_CHECK: *check = true; break;
         case O_VERBOSE: log_setup("sdmz-xferd", LOG_DEBUG); break;
@@ -312,6 +319,7 @@ int main(int argc, char **argv)
     struct server_config config = {
         .data_port_lo = 50000, .data_port_hi = 51000, .transfer_log_fd = -1,
         .max_sessions = 64, .max_streams = 16, .idle_timeout_s = 600,
+        .marker_interval_ms = 5000,
         .tuning = {.block_size = DATA_BLOCK_DEFAULT, .idle_timeout_s = 600},
     };
     struct sigaction stop = {.sa_handler = on_stop};

@@ -1,0 +1,221 @@
+/* Unit tests for the parsers a peer's bytes reach, the range set, MODE E
+ * headers, path confinement and checksums. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cksum.h"
+#include "data.h"
+#include "ftp.h"
+#include "modee.h"
+#include "netaddr.h"
+#include "rootfs.h"
+
+static unsigned checks, failures;
+
+#define CHECK(cond) do { \
+    checks++; \
+    if (!(cond)) { failures++; fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); } \
+} while (0)
+
+static void test_commands(void)
+{
+    struct ftp_command cmd;
+    char err[128], line[FTP_LINE_MAX + 8];
+
+    strcpy(line, "retr /data/x y");
+    CHECK(ftp_parse_command(line, strlen(line), &cmd, err, sizeof err) == 0);
+    CHECK(strcmp(cmd.verb, "RETR") == 0 && strcmp(cmd.arg, "/data/x y") == 0);
+    strcpy(line, "PWD");
+    CHECK(ftp_parse_command(line, 3, &cmd, err, sizeof err) == 0 && *cmd.arg == '\0');
+    strcpy(line, "RE1R x");
+    CHECK(ftp_parse_command(line, strlen(line), &cmd, err, sizeof err) < 0);
+    strcpy(line, "RETRR x");
+    CHECK(ftp_parse_command(line, strlen(line), &cmd, err, sizeof err) < 0);
+    memcpy(line, "STOR a\0b", 8);
+    CHECK(ftp_parse_command(line, 8, &cmd, err, sizeof err) < 0);
+    strcpy(line, "STOR a\rDELE b");
+    CHECK(ftp_parse_command(line, strlen(line), &cmd, err, sizeof err) < 0);
+    memset(line, 'A', sizeof line);
+    CHECK(ftp_parse_command(line, FTP_LINE_MAX, &cmd, err, sizeof err) < 0);
+}
+
+static void test_addresses(void)
+{
+    struct sockaddr_storage a;
+    char text[64];
+    uint16_t port;
+
+    CHECK(ftp_parse_hostport("127,0,0,1,134,9", &a) == 0 && netaddr_port(&a) == 34313);
+    ftp_format_hostport(&a, text, sizeof text);
+    CHECK(strcmp(text, "127,0,0,1,134,9") == 0);
+    CHECK(ftp_parse_hostport("127,0,0,1,134", &a) < 0);
+    CHECK(ftp_parse_hostport("256,0,0,1,1,1", &a) < 0);
+    CHECK(ftp_parse_pasv_reply("227 Entering Passive Mode (10,1,2,3,4,1)", &a) == 0 &&
+          netaddr_port(&a) == 1025);
+    CHECK(ftp_parse_eprt("|2|fd53::12|5000|", &a) == 0 && a.ss_family == AF_INET6 &&
+          netaddr_port(&a) == 5000);
+    CHECK(ftp_parse_eprt("|1|198.18.1.12|5000|", &a) == 0 && a.ss_family == AF_INET);
+    ftp_format_eprt(&a, text, sizeof text);
+    CHECK(strcmp(text, "|1|198.18.1.12|5000|") == 0);
+    CHECK(ftp_parse_eprt("|1|198.18.1.12|0|", &a) < 0);
+    CHECK(ftp_parse_eprt("|3|198.18.1.12|5000|", &a) < 0);
+    CHECK(ftp_parse_eprt("|1|fd53::1|5000|", &a) < 0);
+    CHECK(ftp_parse_epsv_reply("229 Entering Extended Passive Mode (|||50123|)", &port) == 0 &&
+          port == 50123);
+    CHECK(ftp_parse_epsv_reply("229 (|||0|)", &port) < 0);
+}
+
+static void test_options(void)
+{
+    unsigned n;
+    uint64_t off, len;
+    int64_t slen;
+    const char *path;
+    enum ftp_cksum_alg alg;
+
+    CHECK(ftp_parse_parallelism("RETR Parallelism=4,4,4;", 16, &n) == 0 && n == 4);
+    CHECK(ftp_parse_parallelism("RETR Parallelism=8;", 16, &n) == 0 && n == 8);
+    CHECK(ftp_parse_parallelism("RETR Parallelism=17,1,1;", 16, &n) < 0);
+    CHECK(ftp_parse_parallelism("RETR Parallelism=0;", 16, &n) < 0);
+    CHECK(ftp_parse_parallelism("RETR Parallelism=4,4,4;x", 16, &n) < 0);
+    CHECK(ftp_parse_partial("P 10 20 /d/f", &off, &len, &path) == 0 && off == 10 && len == 20 &&
+          strcmp(path, "/d/f") == 0);
+    CHECK(ftp_parse_partial("P 10 /d/f", &off, &len, &path) < 0);
+    CHECK(ftp_parse_cksm("SHA256 0 -1 /d/f", &alg, &off, &slen, &path) == 0 &&
+          alg == FTP_CKSUM_SHA256 && slen == -1);
+    CHECK(ftp_parse_cksm("adler32 5 7 /d/f", &alg, &off, &slen, &path) == 0 &&
+          alg == FTP_CKSUM_ADLER32 && off == 5 && slen == 7);
+    CHECK(ftp_parse_cksm("CRC32 0 -1 /d/f", &alg, &off, &slen, &path) < 0);
+    CHECK(ftp_reply_code("226 Transfer complete") == 226);
+    CHECK(ftp_reply_final_code("226-more", 226) == 0);
+    CHECK(ftp_reply_final_code("250 End.", 226) == 0);
+    CHECK(ftp_reply_final_code("226 End.", 226) == 226);
+    CHECK(ftp_reply_code(" 226 x") == 0 && ftp_reply_code("999 x") == 0);
+}
+
+static void test_ranges(void)
+{
+    struct ftp_ranges r = {0};
+    char text[256];
+
+    CHECK(ftp_ranges_add(&r, 100, 200) && ftp_ranges_add(&r, 0, 50) && ftp_ranges_add(&r, 300, 400));
+    CHECK(r.count == 3);
+    CHECK(ftp_ranges_add(&r, 50, 100) && r.count == 2);     /* adjacent ranges merge */
+    CHECK(ftp_ranges_add(&r, 150, 350) && r.count == 1 && r.r[0].start == 0 && r.r[0].end == 400);
+    CHECK(ftp_format_ranges(&r, text, sizeof text) && strcmp(text, "0-400") == 0);
+    CHECK(ftp_parse_ranges("0-10,20-30,25-40", &r) == 0 && r.count == 2 && r.r[1].end == 40);
+    CHECK(ftp_ranges_covered(&r, 25) == 15);
+    CHECK(ftp_parse_ranges("10-5", &r) < 0);
+    CHECK(ftp_parse_ranges("1-2,", &r) == 0 && r.count == 1);
+    CHECK(ftp_parse_ranges("1-2;", &r) < 0);
+    CHECK(!ftp_format_ranges(&(struct ftp_ranges){1, {{0, 123456789}}}, text, 4));
+    struct ftp_ranges full = {0};
+    for (unsigned i = 0; i < FTP_RANGES_MAX; i++)
+        CHECK(ftp_ranges_add(&full, i * 10, i * 10 + 5));
+    CHECK(!ftp_ranges_add(&full, 10000, 10005));
+    CHECK(ftp_ranges_add(&full, 5, 10) && full.count == FTP_RANGES_MAX - 1);
+}
+
+static void test_modee(void)
+{
+    uint8_t raw[MODEE_HEADER_LEN];
+    struct modee_header h = {MODEE_EOD | MODEE_EOF, 0, 4}, out;
+    char err[128];
+
+    modee_encode(&h, raw);
+    CHECK(raw[0] == 0x48 && raw[16] == 4);
+    CHECK(modee_decode(raw, &out, err, sizeof err) == 0 && out.offset == 4);
+    h = (struct modee_header){0, 1u << 20, 5ull << 32};
+    modee_encode(&h, raw);
+    CHECK(modee_decode(raw, &out, err, sizeof err) == 0 && out.count == 1u << 20 &&
+          out.offset == 5ull << 32);
+    raw[0] = MODEE_RESTART;
+    CHECK(modee_decode(raw, &out, err, sizeof err) < 0);
+    raw[0] = 0x01;
+    CHECK(modee_decode(raw, &out, err, sizeof err) < 0);
+    h = (struct modee_header){0, 10, UINT64_MAX - 5};
+    modee_encode(&h, raw);
+    CHECK(modee_decode(raw, &out, err, sizeof err) < 0);
+}
+
+static void test_rootfs(void)
+{
+    char dir[] = "/tmp/sdmz-rootfs-XXXXXX", path[PATH_MAX], err[256];
+    struct rootfs fs = {0};
+    struct rootfs_path p;
+    int fd;
+
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/sub", dir);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/sub/escape", dir);
+    CHECK(symlink("/etc", path) == 0);
+    CHECK(rootfs_add(&fs, dir, err, sizeof err) == 0);
+    CHECK(rootfs_resolve(&fs, "/", dir, &p) == 0 && strcmp(p.rel, ".") == 0);
+    snprintf(path, sizeof path, "%s/sub/./f", dir);
+    CHECK(rootfs_resolve(&fs, "/", path, &p) == 0 && strcmp(p.rel, "sub/f") == 0);
+    CHECK(rootfs_resolve(&fs, dir, "sub", &p) == 0 && strcmp(p.rel, "sub") == 0);
+    CHECK(rootfs_resolve(&fs, dir, "../x", &p) < 0 && errno == EINVAL);
+    CHECK(rootfs_resolve(&fs, "/", "/etc/passwd", &p) < 0 && errno == EACCES);
+    snprintf(path, sizeof path, "%sx/f", dir);    /* a sibling sharing the prefix */
+    CHECK(rootfs_resolve(&fs, "/", path, &p) < 0 && errno == EACCES);
+    CHECK(rootfs_resolve(&fs, dir, "sub/f", &p) == 0);
+    fd = rootfs_open(&p, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK(rootfs_resolve(&fs, dir, "sub/escape/passwd", &p) == 0);
+    CHECK(rootfs_open(&p, O_RDONLY, 0) < 0 && errno == EXDEV);
+    CHECK(rootfs_resolve(&fs, dir, "sub/new", &p) == 0 && rootfs_mkdir(&p, 0755) == 0);
+    CHECK(rootfs_resolve(&fs, dir, "sub/escape/newdir", &p) == 0 && rootfs_mkdir(&p, 0755) < 0);
+    rootfs_close(&fs);
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    CHECK(system(path) == 0);
+}
+
+static void test_cksum(void)
+{
+    char tmpl[] = "/tmp/sdmz-cksum-XXXXXX", hex[CKSUM_HEX_MAX], err[128];
+    int fd = mkstemp(tmpl);
+
+    CHECK(fd >= 0 && write(fd, "hello world", 11) == 11);
+    CHECK(cksum_fd(fd, FTP_CKSUM_ADLER32, 0, -1, hex, err, sizeof err) == 0 &&
+          strcmp(hex, "1a0b045d") == 0);
+    CHECK(cksum_fd(fd, FTP_CKSUM_MD5, 0, -1, hex, err, sizeof err) == 0 &&
+          strcmp(hex, "5eb63bbbe01eeed093cb22bb8f5acdc3") == 0);
+    CHECK(cksum_fd(fd, FTP_CKSUM_SHA256, 6, 5, hex, err, sizeof err) == 0 &&
+          strcmp(hex, "486ea46224d1bb4fb680f34f7c9ad96a8f24ec88be73ea8e5a6c65260e9cb8a7") == 0);
+    CHECK(cksum_fd(fd, FTP_CKSUM_MD5, 6, 50, hex, err, sizeof err) < 0);
+    close(fd);
+    unlink(tmpl);
+}
+
+static void test_imbalance(void)
+{
+    struct xfer_stats s = {.streams = 2};
+
+    s.stream[0] = (struct stream_stats){100, 0.0, 10.0, 0};
+    s.stream[1] = (struct stream_stats){100, 0.0, 9.0, 0};
+    CHECK(xfer_imbalance(&s) > 0.099 && xfer_imbalance(&s) < 0.101);
+    s.streams = 1;
+    CHECK(xfer_imbalance(&s) == 0.0);
+}
+
+int main(void)
+{
+    test_commands();
+    test_addresses();
+    test_options();
+    test_ranges();
+    test_modee();
+    test_rootfs();
+    test_cksum();
+    test_imbalance();
+    printf("unit-tests: %u checks, %u failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
