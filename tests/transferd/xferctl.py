@@ -144,7 +144,7 @@ class GridFtpServer:
         self.proc.wait(timeout=30)
 
 
-def xfer(bindir: Path, *args: str, env: dict | None = None, timeout: float = 300,
+def xfer(bindir: Path, *args: str, env: dict | None = None, timeout: float = 60,
          journal: Path | None = None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, SDMZ_XFER_TOKEN=TOKEN, **(env or {}))
     cmd = [str(bindir / "sdmz-xfer")]
