@@ -50,6 +50,44 @@ static int read_line(struct client *c, char *line, size_t len)
     }
 }
 
+/* While data flows the control channel is only watched: whatever arrived is
+ * buffered for client_read_reply(), and the transfer's own final reply, if
+ * it is already there and is an error, ends the wait for data that will not
+ * come. 111/112 markers and the 226 a server may send early are not errors. */
+static bool sender_gave_up(void *ctx, char *reason, size_t len)
+{
+    struct client *c = ctx;
+    struct pollfd pfd = {.fd = c->in_fd, .events = POLLIN};
+
+    if (poll(&pfd, 1, 0) > 0 && c->inbuf_len < sizeof c->inbuf) {
+        ssize_t got = read(c->in_fd, c->inbuf + c->inbuf_len, sizeof c->inbuf - c->inbuf_len);
+        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+            snprintf(reason, len, "control connection lost during the transfer");
+            return true;
+        }
+        if (got > 0)
+            c->inbuf_len += (size_t)got;
+    }
+    for (size_t at = 0; at < c->inbuf_len;) {
+        char *eol = memchr(c->inbuf + at, '\n', c->inbuf_len - at);
+        char line[8];
+        if (!eol)
+            break;
+        size_t n = (size_t)(eol - (c->inbuf + at));
+        snprintf(line, sizeof line, "%.*s", (int)(n < 7 ? n : 7), c->inbuf + at);
+        int code = ftp_reply_code(line);
+        at += n + 1;
+        if (!code || line[3] == '-' || code == 111 || code == 112)
+            continue;
+        if (code < 400)
+            return false;
+        snprintf(reason, len, "server: %.*s", (int)(n && c->inbuf[at - 2] == '\r' ? n - 1 : n),
+                 c->inbuf + at - n - 1);
+        return true;
+    }
+    return false;
+}
+
 int client_read_reply(struct client *c, struct client_reply *out,
                       void (*marker)(void *ctx, const char *ranges), void *marker_ctx)
 {
@@ -494,10 +532,6 @@ int client_checksum(struct client *c, enum ftp_cksum_alg alg, const char *path,
 
 /* ---- transfers --------------------------------------------------------- */
 
-struct marker_relay {
-    struct client_file *file;
-};
-
 /* A 111 Range Marker from the receiving server: those ranges are durable
  * there, so a restart need not send them again. */
 static void relay_marker(void *ctx, const char *text)
@@ -565,77 +599,41 @@ static int expect_done(struct client *c, struct client_file *f, const char *what
     return 0;
 }
 
-int client_get(struct client *c, struct client_file *files, size_t n, size_t *failed,
-               char *err, size_t errlen)
+/* Receiving: the server connects to our listener (PORT/EPRT), once; the
+ * connections are then cached by both sides for the next files. */
+static int ready_to_receive(struct client *c, char *err, size_t errlen)
 {
-    if (client_prepare(c, err, errlen) < 0)
-        return -1;
-    for (size_t base = 0; base < n; base += PIPELINE_DEPTH) {
-        size_t batch = n - base < PIPELINE_DEPTH ? n - base : PIPELINE_DEPTH;
-        int rest_sent[PIPELINE_DEPTH];
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof bound;
+    char text[80];
 
-        if (c->cache.count == 0 || c->cache.sending) {
-            struct sockaddr_storage bound;
-            char text[80];
-            data_cache_close(&c->cache);
-            if (c->listen_fd < 0) {
-                struct sockaddr_storage local = c->local;
-                c->listen_fd = data_listen(&local, 0, 0, &c->tuning, &bound, err, errlen);
-                if (c->listen_fd < 0)
-                    return -1;
-            } else {
-                socklen_t len = sizeof bound;
-                getsockname(c->listen_fd, (struct sockaddr *)&bound, &len);
-            }
-            if (bound.ss_family == AF_INET) {
-                ftp_format_hostport(&bound, text, sizeof text);
-                if (client_command(c, 200, err, errlen, "PORT %s", text) < 0)
-                    return -1;
-            } else {
-                ftp_format_eprt(&bound, text, sizeof text);
-                if (client_command(c, 200, err, errlen, "EPRT %s", text) < 0)
-                    return -1;
-            }
-        }
-        for (size_t i = 0; i < batch; i++) {
-            struct client_file *f = &files[base + i];
-            rest_sent[i] = send_rest(c, f);
-            if (rest_sent[i] < 0 || client_send(c, "RETR %s", f->remote) < 0) {
-                *failed = base + i;
-                snprintf(err, errlen, "control connection lost");
-                return -1;
-            }
-        }
-        for (size_t i = 0; i < batch; i++) {
-            struct client_file *f = &files[base + i];
-            struct ftp_ranges received = {0};
-            *failed = base + i;
-            if (f->have)
-                received = *f->have;
-            if (expect_rest_reply(c, rest_sent[i], err, errlen) < 0 ||
-                expect_start(c, "RETR", f->remote, err, errlen) < 0)
-                return -1;
-            struct modee_recv_job job = {
-                .file_fd = f->local_fd, .listen_fd = c->listen_fd, .allowed_peer = &c->server,
-                .tuning = &c->tuning, .cache = &c->cache, .received = &received,
-                .marker_interval_ms = 2000, .marker = f->durable, .marker_ctx = f->durable_ctx,
-            };
-            if (modee_recv(&job, &f->stats, err, errlen) < 0) {
-                data_cache_close(&c->cache);
-                return -1;
-            }
-            if (expect_done(c, f, "RETR", err, errlen) < 0)
-                return -1;
-        }
+    if (c->cache.count && !c->cache.sending)
+        return 0;
+    data_cache_close(&c->cache);
+    if (c->listen_fd < 0) {
+        c->listen_fd = data_listen(&c->local, 0, 0, &c->tuning, &bound, err, errlen);
+        if (c->listen_fd < 0)
+            return -1;
+    } else if (getsockname(c->listen_fd, (struct sockaddr *)&bound, &len) < 0) {
+        snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        return -1;
     }
-    return 0;
+    if (bound.ss_family == AF_INET) {
+        ftp_format_hostport(&bound, text, sizeof text);
+        return client_command(c, 200, err, errlen, "PORT %s", text);
+    }
+    ftp_format_eprt(&bound, text, sizeof text);
+    return client_command(c, 200, err, errlen, "EPRT %s", text);
 }
 
-/* The parallel connections to a fresh passive port. */
-static int open_send_streams(struct client *c, char *err, size_t errlen)
+/* Sending: the connections are made as soon as the server names its passive
+ * port (globus-gridftp-server answers STOR only once they exist). */
+static int ready_to_send(struct client *c, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;
 
+    if (c->cache.count && c->cache.sending)
+        return 0;
     data_cache_close(&c->cache);
     if (request_passive(c, &addr, err, errlen) < 0)
         return -1;
@@ -651,24 +649,57 @@ static int open_send_streams(struct client *c, char *err, size_t errlen)
     return 0;
 }
 
-int client_put(struct client *c, struct client_file *files, size_t n, size_t *failed,
-               char *err, size_t errlen)
+static int receive_file(struct client *c, struct client_file *f, char *err, size_t errlen)
+{
+    struct ftp_ranges received = {0};
+
+    if (f->have)
+        received = *f->have;
+    struct modee_recv_job job = {
+        .file_fd = f->local_fd, .listen_fd = c->listen_fd, .allowed_peer = &c->server,
+        .tuning = &c->tuning, .cache = &c->cache, .received = &received,
+        .marker_interval_ms = 2000, .marker = f->durable, .marker_ctx = f->durable_ctx,
+        .watch_fd = c->in_fd, .watch = sender_gave_up, .watch_ctx = c,
+    };
+    return modee_recv(&job, &f->stats, err, errlen);
+}
+
+static int send_file(struct client *c, struct client_file *f, char *err, size_t errlen)
+{
+    struct modee_send_job job = {
+        .file_fd = f->local_fd, .start = 0, .end = f->size, .skip = f->have,
+        .tuning = &c->tuning,
+    };
+    return modee_send(c->cache.fds, c->cache.count, &job, &f->stats, err, errlen);
+}
+
+struct direction {
+    const char *verb;                  /* RETR or STOR */
+    int (*ready)(struct client *c, char *err, size_t errlen);
+    int (*move)(struct client *c, struct client_file *f, char *err, size_t errlen);
+};
+
+static const struct direction getting = {"RETR", ready_to_receive, receive_file};
+static const struct direction putting = {"STOR", ready_to_send, send_file};
+
+/* Pipelined batches: the whole batch's REST/RETR or REST/STOR commands go out,
+ * then each file's replies are read and its data moved, in order. */
+static int transfer(struct client *c, const struct direction *d, struct client_file *files,
+                    size_t n, size_t *failed, char *err, size_t errlen)
 {
     if (client_prepare(c, err, errlen) < 0)
         return -1;
     for (size_t base = 0; base < n; base += PIPELINE_DEPTH) {
         size_t batch = n - base < PIPELINE_DEPTH ? n - base : PIPELINE_DEPTH;
         int rest_sent[PIPELINE_DEPTH];
-        bool fresh = !(c->cache.count && c->cache.sending);
 
-        /* The connections are made as soon as the server names its passive
-         * port: globus-gridftp-server answers STOR only once they exist. */
-        if (fresh && open_send_streams(c, err, errlen) < 0)
+        *failed = base;
+        if (d->ready(c, err, errlen) < 0)
             return -1;
         for (size_t i = 0; i < batch; i++) {
             struct client_file *f = &files[base + i];
             rest_sent[i] = send_rest(c, f);
-            if (rest_sent[i] < 0 || client_send(c, "STOR %s", f->remote) < 0) {
+            if (rest_sent[i] < 0 || client_send(c, "%s %s", d->verb, f->remote) < 0) {
                 *failed = base + i;
                 snprintf(err, errlen, "control connection lost");
                 return -1;
@@ -678,19 +709,27 @@ int client_put(struct client *c, struct client_file *files, size_t n, size_t *fa
             struct client_file *f = &files[base + i];
             *failed = base + i;
             if (expect_rest_reply(c, rest_sent[i], err, errlen) < 0 ||
-                expect_start(c, "STOR", f->remote, err, errlen) < 0)
+                expect_start(c, d->verb, f->remote, err, errlen) < 0)
                 return -1;
-            struct modee_send_job job = {
-                .file_fd = f->local_fd, .start = 0, .end = f->size, .skip = f->have,
-                .tuning = &c->tuning,
-            };
-            if (modee_send(c->cache.fds, c->cache.count, &job, &f->stats, err, errlen) < 0) {
+            if (d->move(c, f, err, errlen) < 0) {
                 data_cache_close(&c->cache);
                 return -1;
             }
-            if (expect_done(c, f, "STOR", err, errlen) < 0)
+            if (expect_done(c, f, d->verb, err, errlen) < 0)
                 return -1;
         }
     }
     return 0;
+}
+
+int client_get(struct client *c, struct client_file *files, size_t n, size_t *failed,
+               char *err, size_t errlen)
+{
+    return transfer(c, &getting, files, n, failed, err, errlen);
+}
+
+int client_put(struct client *c, struct client_file *files, size_t n, size_t *failed,
+               char *err, size_t errlen)
+{
+    return transfer(c, &putting, files, n, failed, err, errlen);
 }

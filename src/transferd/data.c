@@ -466,6 +466,7 @@ struct recv_shared {
     int wake_fd;            /* eventfd: a stream finished or failed */
     unsigned eods;
     uint64_t eods_expected; /* 0 until the EOF block arrives */
+    int write_errno;
     bool failed;
     char err[256];
     double t0;
@@ -508,6 +509,17 @@ static void recv_fail(struct recv_shared *shared, const char *fmt, ...)
     recv_wake(shared);
 }
 
+/* The file could not take the data: the errno is kept (ENOSPC and EDQUOT
+ * get their own reply code) along with the failure. */
+static void recv_write_failed(struct recv_shared *shared, const char *what, int err)
+{
+    pthread_mutex_lock(&shared->lock);
+    if (!shared->write_errno)
+        shared->write_errno = err;
+    pthread_mutex_unlock(&shared->lock);
+    recv_fail(shared, "%s: %s", what, strerror(err));
+}
+
 static int recv_payload(struct recv_worker *w, char *buf, uint64_t offset, uint64_t count)
 {
     struct recv_shared *shared = w->shared;
@@ -527,7 +539,7 @@ static int recv_payload(struct recv_worker *w, char *buf, uint64_t offset, uint6
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0) {
-                recv_fail(shared, "writing the file: %s", n < 0 ? strerror(errno) : "short write");
+                recv_write_failed(shared, "writing the file", n < 0 ? errno : EIO);
                 return -1;
             }
             done += (size_t)n;
@@ -562,6 +574,7 @@ static void *recv_worker_run(void *arg)
         recv_fail(shared, "%s", "out of memory");
         return NULL;
     }
+    bool eod = false;
     for (;;) {
         struct modee_header h;
         int rc = read_all(w->fd, raw, sizeof raw);
@@ -583,15 +596,19 @@ static void *recv_worker_run(void *arg)
         }
         if (h.descriptor & MODEE_EOD) {
             w->keep = !(h.descriptor & MODEE_CLOSE);
-            pthread_mutex_lock(&shared->lock);
-            shared->eods++;
-            pthread_mutex_unlock(&shared->lock);
+            eod = true;
             break;
         }
     }
     w->stats->retrans = tcp_retransmits(w->fd) - w->retrans0;
     free(buf);
+    /* The EOD is counted and the worker marked done in one step: the waiter
+     * may end the transfer as soon as the count is complete, and must never
+     * take a stream that reached its EOD for one still reading (and cut it,
+     * losing the connection the sender goes on using for the next file). */
     pthread_mutex_lock(&shared->lock);
+    if (eod)
+        shared->eods++;
     w->done = true;
     pthread_mutex_unlock(&shared->lock);
     recv_wake(shared);
@@ -646,7 +663,7 @@ static void recv_marker(struct recv_shared *shared)
     snapshot = *job->received;
     pthread_mutex_unlock(&shared->lock);
     if (fdatasync(job->file_fd) < 0) {
-        recv_fail(shared, "fdatasync: %s", strerror(errno));
+        recv_write_failed(shared, "fdatasync", errno);
         return;
     }
     job->marker(job->marker_ctx, &snapshot);
@@ -673,12 +690,20 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
         recv_start(&shared, workers, &count, stats, job->cache->fds[i]);
     job->cache->count = 0;
     next_marker = shared.t0 + interval / 1000.0;
+    if (job->watch) {
+        char reason[200];
+        if (job->watch(job->watch_ctx, reason, sizeof reason))
+            recv_fail(&shared, "%s", reason);
+    }
 
     while (!recv_finished(&shared)) {
-        struct pollfd pfd[2] = {{.fd = shared.wake_fd, .events = POLLIN},
-                                {.fd = job->listen_fd, .events = POLLIN}};
+        /* The wake eventfd, the listener (-1 is ignored by poll) and the
+         * control channel, where a sender that gave up says so. */
+        struct pollfd pfd[3] = {{.fd = shared.wake_fd, .events = POLLIN},
+                                {.fd = job->listen_fd, .events = POLLIN},
+                                {.fd = job->watch ? job->watch_fd : -1, .events = POLLIN}};
         int timeout = (int)((next_marker - monotonic_seconds()) * 1000);
-        int rc = poll(pfd, job->listen_fd >= 0 ? 2 : 1, timeout < 0 ? 0 : timeout);
+        int rc = poll(pfd, 3, timeout < 0 ? 0 : timeout);
         double now = monotonic_seconds();
 
         if (rc < 0 && errno != EINTR) {
@@ -692,7 +717,7 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
             }
             last_activity = now;
         }
-        if (rc > 0 && job->listen_fd >= 0 && (pfd[1].revents & POLLIN)) {
+        if (rc > 0 && (pfd[1].revents & POLLIN)) {
             char reason[160];
             int fd = data_accept(job->listen_fd, job->allowed_peer, job->tuning, 0,
                                  job->refused, reason, sizeof reason);
@@ -701,11 +726,13 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
                 last_activity = now;
             }
         }
+        if (rc > 0 && pfd[2].revents) {
+            char reason[200];
+            if (job->watch(job->watch_ctx, reason, sizeof reason))
+                recv_fail(&shared, "%s", reason);
+        }
         if (now >= next_marker) {
-            uint64_t before = ftp_ranges_covered(job->received, UINT64_MAX);
             recv_marker(&shared);
-            if (ftp_ranges_covered(job->received, UINT64_MAX) != before)
-                last_activity = now;
             next_marker = now + interval / 1000.0;
         }
         if (count == 0 && now - last_activity > idle_ms / 1000.0)
@@ -734,6 +761,7 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
     }
     job->cache->sending = false;
     stats->seconds = monotonic_seconds() - shared.t0;
+    stats->write_errno = shared.write_errno;
     close(shared.wake_fd);
     pthread_mutex_destroy(&shared.lock);
     if (shared.failed) {
@@ -799,7 +827,8 @@ int stream_recv_fd(int sock, int file_fd, uint64_t start, struct xfer_stats *sta
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
-                snprintf(err, errlen, "writing the file: %s", w < 0 ? strerror(errno) : "short write");
+                stats->write_errno = w < 0 ? errno : EIO;
+                snprintf(err, errlen, "writing the file: %s", strerror(stats->write_errno));
                 goto out;
             }
             done += w;

@@ -38,6 +38,7 @@ struct xfer_stats {
     struct stream_stats stream[DATA_STREAMS_MAX];
     uint64_t bytes;
     double seconds;
+    int write_errno;        /* receiving: why writing the file failed (ENOSPC...) */
 };
 
 /* The study's relative imbalance (its eq. 4): the spread of the streams'
@@ -86,7 +87,9 @@ int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
  * are the cached ones plus any that the sender opens on listen_fd (-1: none)
  * from allowed_peer. received collects what was written; every
  * marker_interval_ms the file is fdatasync'ed and marker() is told the
- * ranges that are now durable (before it returns nothing else is claimed). */
+ * ranges that are now durable (before it returns nothing else is claimed).
+ * The transfer fails, instead of waiting, when watch() reports the sender
+ * gave up. */
 struct modee_recv_job {
     int file_fd;
     uint64_t offset_shift;
@@ -99,6 +102,11 @@ struct modee_recv_job {
     void (*marker)(void *ctx, const struct ftp_ranges *durable);
     void *marker_ctx;
     unsigned *refused;
+    /* Optional: when watch_fd is readable, watch() says whether the peer
+     * gave up (e.g. a 426 on the control channel), with the reason. */
+    int watch_fd;
+    bool (*watch)(void *ctx, char *reason, size_t len);
+    void *watch_ctx;
 };
 int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, size_t errlen);
 

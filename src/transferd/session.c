@@ -254,6 +254,20 @@ static int open_stream_connection(struct session *s, char *err, size_t errlen)
     return -1;
 }
 
+/* The MODE S connection of a transfer or listing, announced with 150; on
+ * failure the client gets the 425 and -1 comes back. */
+static int begin_stream_transfer(struct session *s, const char *what)
+{
+    char err[160];
+    int sock = open_stream_connection(s, err, sizeof err);
+
+    if (sock < 0)
+        reply(s, 425, "%s", err);
+    else
+        reply(s, 150, "Opening BINARY mode data connection for %s.", what);
+    return sock;
+}
+
 /* MODE E sending: the sender opens the connections (GFD.20), so PORT is
  * needed unless connections from an earlier send are cached. */
 static int open_send_streams(struct session *s, bool *reused, char *err, size_t errlen)
@@ -377,13 +391,11 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
         if (rc < 0)
             data_cache_close(&s->cache);
     } else {
-        int sock = open_stream_connection(s, err, sizeof err);
+        int sock = begin_stream_transfer(s, t.path.canon);
         if (sock < 0) {
-            reply(s, 425, "%s", err);
             close(fd);
             return;
         }
-        reply(s, 150, "Opening BINARY mode data connection.");
         if (s->have_rest)
             start = s->rest_offset < end ? s->rest_offset : end;
         rc = stream_send_fd(sock, fd, start, end, &t.stats, err, sizeof err);
@@ -394,21 +406,16 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
     finish_transfer(s, &t, rc, err, 426);
 }
 
-struct marker_ctx {
-    struct session *session;
-    uint64_t offset_shift;
-};
-
 /* 111 restart markers: the client may resume from any range listed, since
  * modee_recv() reports only ranges an fdatasync has made durable. */
 static void send_range_marker(void *ctx, const struct ftp_ranges *durable)
 {
-    struct marker_ctx *m = ctx;
+    struct session *s = ctx;
     char ranges[FTP_RANGES_MAX * 42];
 
     if (durable->count == 0 || !ftp_format_ranges(durable, ranges, sizeof ranges))
         return;
-    reply(m->session, 111, "Range Marker %s", ranges);
+    reply(s, 111, "Range Marker %s", ranges);
 }
 
 static void cmd_stor(struct session *s, const char *arg, bool partial)
@@ -476,33 +483,31 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
         struct ftp_ranges received = {0};
         if (s->have_rest)
             received = s->rest;
-        struct marker_ctx marker = {s, shift};
         struct modee_recv_job job = {
             .file_fd = fd, .offset_shift = shift, .listen_fd = s->pasv_fd,
             .allowed_peer = &s->peer, .tuning = &s->tuning, .cache = &s->cache,
-            .received = &received, .marker_interval_ms = s->config->marker_interval_ms, .marker = send_range_marker,
-            .marker_ctx = &marker, .refused = &s->refused_data,
+            .received = &received, .marker_interval_ms = s->config->marker_interval_ms,
+            .marker = send_range_marker, .marker_ctx = s, .refused = &s->refused_data,
         };
         rc = modee_recv(&job, &t.stats, err, sizeof err);
     } else {
-        int sock = open_stream_connection(s, err, sizeof err);
+        int sock = begin_stream_transfer(s, t.path.canon);
         if (sock < 0) {
-            reply(s, 425, "%s", err);
             close(fd);
             return;
         }
-        reply(s, 150, "Opening BINARY mode data connection.");
         rc = stream_recv_fd(sock, fd, s->have_rest ? s->rest_offset : 0, &t.stats, err,
                             sizeof err);
         close(sock);
         if (rc == 0 && fdatasync(fd) < 0) {
+            t.stats.write_errno = errno;
             snprintf(err, sizeof err, "fdatasync: %s", strerror(errno));
             rc = -1;
         }
     }
     s->have_rest = false;
     close(fd);
-    int code = strstr(err, strerror(ENOSPC)) || strstr(err, strerror(EDQUOT)) ? 452 : 426;
+    int code = t.stats.write_errno == ENOSPC || t.stats.write_errno == EDQUOT ? 452 : 426;
     if (code == 452)
         snprintf(err + strlen(err), sizeof err - strlen(err),
                  "; the partial file is kept for a restart");
@@ -571,13 +576,11 @@ static void cmd_mlsd(struct session *s, const char *arg)
         close(dirfd);
         return;
     }
-    sock = open_stream_connection(s, err, sizeof err);
+    sock = begin_stream_transfer(s, path.canon);
     if (sock < 0) {
-        reply(s, 425, "%s", err);
         closedir(dir);
         return;
     }
-    reply(s, 150, "Opening data connection for the listing of %s.", path.canon);
     int rc = 0;
     for (struct dirent *de; rc == 0 && (de = readdir(dir));) {
         const char *type;
@@ -948,6 +951,9 @@ void session_run(const struct server_config *config, int in_fd, int out_fd)
         dispatch(&s, &cmd);
     }
     forget_data_target(&s);
+    if (s.refused_data)
+        log_msg(LOG_WARN, "%s: refused %u data connection(s) from other hosts", s.peer_text,
+                s.refused_data);
     if (s.logged_in)
         log_msg(LOG_INFO, "%s: %s session ended", s.peer_text, s.user);
 }
