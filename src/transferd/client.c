@@ -248,7 +248,10 @@ int client_open_tcp(struct client *c, const char *host, const char *port, const 
     freeaddrinfo(res);
     if (c->sock < 0)
         return -1;
-    getsockname(c->sock, (struct sockaddr *)&c->local, &len);
+    if (getsockname(c->sock, (struct sockaddr *)&c->local, &len) < 0) {
+        snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        return -1;
+    }
     c->in_fd = c->out_fd = c->sock;
     return login(c, user, password, err, errlen);
 }

@@ -340,9 +340,11 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
     uint64_t offset = 0, length = 0;
     const char *path = arg;
     char err[256] = "";
+    bool restart = s->have_rest;   /* REST applies to this command only */
     struct stat st;
     int fd, rc;
 
+    s->have_rest = false;
     if (partial && ftp_parse_partial(arg, &offset, &length, &path) < 0) {
         reply(s, 501, "ERET takes: P OFFSET LENGTH PATH");
         return;
@@ -385,7 +387,7 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
               "connection." : "Beginning transfer.");
         struct modee_send_job job = {
             .file_fd = fd, .start = start, .end = end, .offset_shift = start,
-            .skip = s->have_rest ? &s->rest : NULL, .tuning = &s->tuning,
+            .skip = restart ? &s->rest : NULL, .tuning = &s->tuning,
         };
         rc = modee_send(s->cache.fds, s->cache.count, &job, &t.stats, err, sizeof err);
         if (rc < 0)
@@ -396,12 +398,11 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
             close(fd);
             return;
         }
-        if (s->have_rest)
+        if (restart)
             start = s->rest_offset < end ? s->rest_offset : end;
         rc = stream_send_fd(sock, fd, start, end, &t.stats, err, sizeof err);
         close(sock);
     }
-    s->have_rest = false;
     close(fd);
     finish_transfer(s, &t, rc, err, 426);
 }
@@ -424,7 +425,10 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
     uint64_t shift = 0;
     const char *path = arg;
     char err[256] = "";
-    int fd, rc, flags = O_WRONLY | O_CREAT;
+    bool restart = s->have_rest;   /* REST applies to this command only */
+    int fd, rc;
+
+    s->have_rest = false;
 
     if (!s->may_write) {
         reply(s, 550, "this login may not write (anonymous access is read-only)");
@@ -449,10 +453,10 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
     if (!resolve(s, path, &t.path))
         return;
     /* A restart or a partial store writes into the file as it is; a plain
-     * STOR replaces it. */
-    if (!s->have_rest && !partial)
-        flags |= O_TRUNC;
-    fd = rootfs_open(&t.path, flags, 0666);
+     * STOR replaces it, but only once its data connection is there: a STOR
+     * refused for want of one leaves the old file untouched. */
+    bool replace = !restart && !partial;
+    fd = rootfs_open(&t.path, O_WRONLY | O_CREAT, 0666);
     if (fd < 0) {
         reply_errno(s, t.path.canon, errno);
         return;
@@ -478,10 +482,15 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
             close(fd);
             return;
         }
+        if (replace && ftruncate(fd, 0) < 0) {
+            reply_errno(s, t.path.canon, errno);
+            close(fd);
+            return;
+        }
         reply(s, s->cache.count ? 125 : 150, s->cache.count ? "Beginning transfer; reusing "
               "existing data connection." : "Beginning transfer.");
         struct ftp_ranges received = {0};
-        if (s->have_rest)
+        if (restart)
             received = s->rest;
         struct modee_recv_job job = {
             .file_fd = fd, .offset_shift = shift, .listen_fd = s->pasv_fd,
@@ -496,8 +505,14 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
             close(fd);
             return;
         }
-        rc = stream_recv_fd(sock, fd, s->have_rest ? s->rest_offset : 0, &t.stats, err,
-                            sizeof err);
+        if (replace && ftruncate(fd, 0) < 0) {
+            t.stats.write_errno = errno;
+            snprintf(err, sizeof err, "truncating: %s", strerror(errno));
+            rc = -1;
+        } else {
+            rc = stream_recv_fd(sock, fd, restart ? s->rest_offset : 0, &t.stats, err,
+                                sizeof err);
+        }
         close(sock);
         if (rc == 0 && fdatasync(fd) < 0) {
             t.stats.write_errno = errno;
@@ -505,7 +520,6 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
             rc = -1;
         }
     }
-    s->have_rest = false;
     close(fd);
     int code = t.stats.write_errno == ENOSPC || t.stats.write_errno == EDQUOT ? 452 : 426;
     if (code == 452)
