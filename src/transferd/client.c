@@ -14,6 +14,8 @@
 #include "netaddr.h"
 
 #define PIPELINE_DEPTH 64
+#define RECEIVER_REASON_WAIT_MS 5000
+#define QUIT_REPLY_WAIT_MS 5000
 
 /* ---- control channel --------------------------------------------------- */
 
@@ -287,15 +289,21 @@ int client_open_fds(struct client *c, int in_fd, int out_fd, const char *host,
     return login(c, "sshftp", "sshftp", err, errlen);
 }
 
+/* Data connections and the listener go first: after a failed get, a
+ * connection the server opened may still wait, unaccepted, in the
+ * listener's backlog, the server blocked sending into it; closing resets
+ * it, and the server can answer QUIT. */
 void client_close(struct client *c)
 {
     struct client_reply reply;
 
-    if (client_send(c, "QUIT") == 0)
-        client_read_reply(c, &reply, NULL, NULL);
     data_cache_close(&c->cache);
     if (c->listen_fd >= 0)
         close(c->listen_fd);
+    c->listen_fd = -1;
+    c->timeout_ms = QUIT_REPLY_WAIT_MS;
+    if (client_send(c, "QUIT") == 0)
+        client_read_reply(c, &reply, NULL, NULL);
     if (c->sock >= 0)
         close(c->sock);
     c->listen_fd = c->sock = -1;
@@ -676,14 +684,32 @@ static int send_file(struct client *c, struct client_file *f, char *err, size_t 
     return modee_send(c->cache.fds, c->cache.count, &job, &f->stats, err, errlen);
 }
 
+/* Sending failed because the receiving server dropped the data connections:
+ * its reply says why (452 for a full disk) and its last 111 Range Marker
+ * says what it kept; both are worth a short wait. */
+static void take_receivers_reason(struct client *c, struct client_file *f, char *err,
+                                  size_t errlen)
+{
+    struct client_reply reply;
+    int timeout_ms = c->timeout_ms;
+
+    c->timeout_ms = RECEIVER_REASON_WAIT_MS;
+    if (client_read_reply(c, &reply, relay_marker, f) == 0 && reply.code >= 400)
+        snprintf(err, errlen, "STOR %s: %s", f->remote, reply.text);
+    c->timeout_ms = timeout_ms;
+}
+
 struct direction {
     const char *verb;                  /* RETR or STOR */
     int (*ready)(struct client *c, char *err, size_t errlen);
     int (*move)(struct client *c, struct client_file *f, char *err, size_t errlen);
+    /* After move() failed: what the other side has to say, if anything. */
+    void (*explain)(struct client *c, struct client_file *f, char *err, size_t errlen);
 };
 
-static const struct direction getting = {"RETR", ready_to_receive, receive_file};
-static const struct direction putting = {"STOR", ready_to_send, send_file};
+static const struct direction getting = {"RETR", ready_to_receive, receive_file, NULL};
+static const struct direction putting = {"STOR", ready_to_send, send_file,
+                                         take_receivers_reason};
 
 /* Pipelined batches: the whole batch's REST/RETR or REST/STOR commands go out,
  * then each file's replies are read and its data moved, in order. */
@@ -716,6 +742,8 @@ static int transfer(struct client *c, const struct direction *d, struct client_f
                 return -1;
             if (d->move(c, f, err, errlen) < 0) {
                 data_cache_close(&c->cache);
+                if (d->explain)
+                    d->explain(c, f, err, errlen);
                 return -1;
             }
             if (expect_done(c, f, d->verb, err, errlen) < 0)

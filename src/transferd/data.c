@@ -750,8 +750,10 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
     pthread_mutex_unlock(&shared.lock);
     for (unsigned i = 0; i < count; i++)
         pthread_join(workers[i].thread, NULL);
-    if (!shared.failed)
-        recv_marker(&shared);
+    /* What was written before a failure is reported too, if it can be
+     * synced: a sender vanishing or a disk filling up mid-file is what
+     * restart markers exist for. */
+    recv_marker(&shared);
     for (unsigned i = 0; i < count; i++) {
         stats->bytes += stats->stream[i].bytes;
         if (!shared.failed && !cut[i] && workers[i].keep)

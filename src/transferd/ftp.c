@@ -284,6 +284,11 @@ uint64_t ftp_ranges_covered(const struct ftp_ranges *ranges, uint64_t limit)
     return total;
 }
 
+uint64_t ftp_ranges_end(const struct ftp_ranges *ranges)
+{
+    return ranges->count ? ranges->r[ranges->count - 1].end : 0;
+}
+
 int ftp_parse_partial(const char *text, uint64_t *offset, uint64_t *length,
                       const char **path)
 {

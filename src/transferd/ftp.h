@@ -56,6 +56,8 @@ bool ftp_format_ranges(const struct ftp_ranges *ranges, char *buf, size_t len);
 bool ftp_ranges_add(struct ftp_ranges *ranges, uint64_t start, uint64_t end);
 /* Bytes covered within [0, limit). */
 uint64_t ftp_ranges_covered(const struct ftp_ranges *ranges, uint64_t limit);
+/* The end of the last range (ranges are kept sorted and merged); 0 if none. */
+uint64_t ftp_ranges_end(const struct ftp_ranges *ranges);
 
 /* "P OFFSET LENGTH PATH" (ERET/ESTO partial); path points into text. */
 int ftp_parse_partial(const char *text, uint64_t *offset, uint64_t *length,

@@ -467,6 +467,19 @@ static void cmd_stor(struct session *s, const char *arg, bool partial)
         close(fd);
         return;
     }
+    /* A restart trusts the ranges it names; a file shorter than they claim
+     * was changed since (or never held them), and filling it would leave
+     * holes of zeros that nothing reports. */
+    uint64_t claimed = !restart ? 0 : s->mode_e ? ftp_ranges_end(&s->rest) : s->rest_offset;
+    if (claimed > (uint64_t)st.st_size) {
+        reply(s, 554, "%s holds %" PRIu64 " bytes, but the restart claims %" PRIu64
+              ": the partial file changed; store it again without REST", t.path.canon,
+              (uint64_t)st.st_size, claimed);
+        log_msg(LOG_WARN, "%s %s: restart past the end of %s refused", s->peer_text, s->user,
+                t.path.canon);
+        close(fd);
+        return;
+    }
 
     if (s->mode_e) {
         if (s->have_port && !s->cache.count) {

@@ -190,6 +190,16 @@ static void journal_store(void *ctx, const struct ftp_ranges *durable)
         unlink(tmp);
 }
 
+/* The journal names ranges the file held durably; a file shorter than
+ * that was changed since, and its journal is not trusted. */
+static bool partial_file_matches(const struct job *j)
+{
+    struct stat st;
+
+    return fstat(j->file.local_fd, &st) == 0 &&
+           (uint64_t)st.st_size >= ftp_ranges_end(&j->have);
+}
+
 static int ensure_dir(const char *path)
 {
     char buf[PATH_MAX];
@@ -490,6 +500,16 @@ static int run(const struct options *o, const struct endpoint *src, const struct
         if (j->file.local_fd < 0) {
             code = die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
             goto out;
+        }
+        if (get && j->have.count && !partial_file_matches(j)) {
+            fprintf(stderr, "sdmz-xfer: %s is shorter than its journal says; fetching it again\n",
+                    j->local);
+            j->have.count = 0;
+            j->file.have = NULL;
+            if (ftruncate(j->file.local_fd, 0) < 0) {
+                code = die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+                goto out;
+            }
         }
     }
 

@@ -144,14 +144,21 @@ class GridFtpServer:
         self.proc.wait(timeout=30)
 
 
-def xfer(bindir: Path, *args: str, env: dict | None = None, timeout: float = 60,
-         journal: Path | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, SDMZ_XFER_TOKEN=TOKEN, **(env or {}))
+def xfer_command(bindir: Path, *args: str, journal: Path | None = None) -> list[str]:
     cmd = [str(bindir / "sdmz-xfer")]
     if journal is not None:
         cmd += ["--journal-dir", str(journal)]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, check=False)
+    return [*cmd, *args]
+
+
+def xfer_env(env: dict | None = None) -> dict:
+    return dict(os.environ, SDMZ_XFER_TOKEN=TOKEN, **(env or {}))
+
+
+def xfer(bindir: Path, *args: str, env: dict | None = None, timeout: float = 60,
+         journal: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(xfer_command(bindir, *args, journal=journal), capture_output=True,
+                          text=True, timeout=timeout, env=xfer_env(env), check=False)
 
 
 def guc(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

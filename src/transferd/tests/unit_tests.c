@@ -110,6 +110,9 @@ static void test_ranges(void)
     CHECK(ftp_format_ranges(&r, text, sizeof text) && strcmp(text, "0-400") == 0);
     CHECK(ftp_parse_ranges("0-10,20-30,25-40", &r) == 0 && r.count == 2 && r.r[1].end == 40);
     CHECK(ftp_ranges_covered(&r, 25) == 15);
+    CHECK(ftp_ranges_end(&r) == 40);
+    CHECK(ftp_parse_ranges("500-600,0-10", &r) == 0 && ftp_ranges_end(&r) == 600);
+    CHECK(ftp_ranges_end(&(struct ftp_ranges){0}) == 0);
     CHECK(ftp_parse_ranges("10-5", &r) < 0);
     CHECK(ftp_parse_ranges("1-2,", &r) == 0 && r.count == 1);
     CHECK(ftp_parse_ranges("1-2;", &r) < 0);
