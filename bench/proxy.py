@@ -12,12 +12,13 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import report_targets, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "streamproxy" / "build"
@@ -25,16 +26,6 @@ OUT = ROOT / "build" / "bench"
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
 SIZES = [512 << i for i in range(12)]  # 512 B ... 1 MiB
 PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
-
-
-def wait_port(port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError("port %d never opened" % port)
 
 
 def start_hop(peer: str, listen: int, target: int, workdir: Path) -> subprocess.Popen:
@@ -172,11 +163,7 @@ def report(results: dict) -> None:
     targets.append(("added latency per hop <= 10 us (1 hop)", added["sdmz-proxy/1"] <= 10))
     results["ratios"] = ratios
     results["added_latency_us_per_hop"] = added
-    results["targets"] = {name: ok for name, ok in targets}
-    missed = [name for name, ok in targets if not ok]
-    print("\ntargets: %d of %d met" % (len(targets) - len(missed), len(targets)))
-    for name in missed:
-        print("  missed: " + name)
+    results["targets"] = report_targets(targets)
     (OUT / "proxy.json").write_text(json.dumps(results, indent=2) + "\n")
     plot(results)
     print("\nwrote build/bench/proxy.json and build/bench/proxy.png")

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -252,6 +254,12 @@ int client_open_tcp(struct client *c, const char *host, const char *port, const 
         return -1;
     if (getsockname(c->sock, (struct sockaddr *)&c->local, &len) < 0) {
         snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        return -1;
+    }
+    /* Pipelined commands and their replies are small: no Nagle wait. */
+    int one = 1;
+    if (setsockopt(c->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) {
+        snprintf(err, errlen, "TCP_NODELAY: %s", strerror(errno));
         return -1;
     }
     c->in_fd = c->out_fd = c->sock;

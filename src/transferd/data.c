@@ -101,6 +101,14 @@ static int apply_buffers(int fd, const struct data_tuning *tuning, char *err, si
 
 static int apply_connected(int fd, const struct data_tuning *tuning, char *err, size_t errlen)
 {
+    /* Block headers go out with MSG_MORE and join their payload; what is
+     * left small is a file's last block or its EOD, which the receiver
+     * waits for: Nagle must not hold it back for an ACK. */
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) {
+        snprintf(err, errlen, "TCP_NODELAY: %s", strerror(errno));
+        return -1;
+    }
     if (tuning->pacing_rate) {
         /* SO_MAX_PACING_RATE takes bytes per second. */
         uint64_t rate = tuning->pacing_rate / 8;
@@ -133,6 +141,15 @@ int data_listen(const struct sockaddr_storage *local, uint16_t port_lo, uint16_t
         int fd = socket(local->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             snprintf(err, errlen, "data socket: %s", strerror(errno));
+            return -1;
+        }
+        /* The previous data connection on this port may sit in TIME_WAIT
+         * (the server closes listings first); that must not use the port
+         * up. Linux still refuses two listeners on one port. */
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) {
+            snprintf(err, errlen, "SO_REUSEADDR: %s", strerror(errno));
+            close(fd);
             return -1;
         }
         if (apply_buffers(fd, tuning, err, errlen) < 0) {

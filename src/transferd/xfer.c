@@ -23,6 +23,9 @@
 #include "client.h"
 #include "units.h"
 
+/* Files open at once: well under the usual limit of 1024 descriptors. */
+#define OPEN_FILES_MAX 256
+
 enum { EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3, EXIT_CHECKSUM = 4 };
 
 struct endpoint {
@@ -43,16 +46,6 @@ struct options {
     bool json;
     struct data_tuning tuning;
     char journal_dir[PATH_MAX];
-};
-
-/* One file of the transfer, with its journal. */
-struct job {
-    char remote[PATH_MAX];
-    char local[PATH_MAX];
-    char journal[PATH_MAX];
-    uint64_t size;
-    struct ftp_ranges have;
-    struct client_file file;
 };
 
 static int usage(FILE *out, int code)
@@ -131,32 +124,122 @@ static int parse_endpoint(const char *text, struct endpoint *out)
 
 /* ---- journals ---------------------------------------------------------- */
 
-/* One journal per (direction, source, destination), named by its SHA-256. */
-static void journal_path(const struct options *o, const char *dir, const char *src,
-                         const char *dst, char *out, size_t len)
+/* A transfer's journals, in the journal directory:
+ * - KEY.journal for a file under way: the ranges the receiver holds
+ *   durably, rewritten at each restart marker;
+ * - TOPKEY.done for the whole transfer: the KEY of each finished file, a
+ *   line each. A finished file needs no journal of its own; creating and
+ *   removing one per file cost more than a small file's transfer. */
+struct journals {
+    char dir[PATH_MAX];
+    FILE *done;                 /* appended to as files finish */
+    char done_path[PATH_MAX];
+    char (*finished)[65];       /* --resume: the KEYs read from it, sorted */
+    size_t nfinished;
+};
+
+/* One file of the transfer, with its journal. */
+struct job {
+    char remote[PATH_MAX];
+    char local[PATH_MAX];
+    char key[65];               /* SHA-256 of (direction, source, destination) */
+    bool has_journal;           /* KEY.journal exists */
+    uint64_t size;
+    struct ftp_ranges have;
+    struct journals *journals;
+    struct client_file file;
+};
+
+static void journal_key(const char *direction, const char *src, const char *dst,
+                        char hex[65])
 {
     unsigned char digest[32];
     unsigned digest_len = 0;
-    char key[3 * PATH_MAX], hex[65];
+    char text[3 * PATH_MAX];
 
-    snprintf(key, sizeof key, "%s\n%s\n%s", dir, src, dst);
-    EVP_Digest(key, strlen(key), digest, &digest_len, EVP_sha256(), NULL);
+    snprintf(text, sizeof text, "%s\n%s\n%s", direction, src, dst);
+    EVP_Digest(text, strlen(text), digest, &digest_len, EVP_sha256(), NULL);
     for (unsigned i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-    if (snprintf(out, len, "%s/%s.journal", o->journal_dir, hex) >= (int)len)
-        out[0] = '\0';   /* no journal: the transfer still runs, a resume restarts */
 }
 
-/* "size N\nranges a-b,c-d\n": the ranges the receiver holds durably. */
+static void journal_path(const struct job *j, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s.journal", j->journals->dir, j->key);
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    return memcmp(a, b, 64);
+}
+
+/* Opens the transfer's done log; with --resume, reads what it lists first.
+ * Lines that are not a whole KEY (torn by a crash) are ignored. */
+static int journals_open(struct journals *js, const char *direction, const char *src,
+                         const char *dst, bool resume)
+{
+    char top[65], line[80];
+    size_t cap = 0;
+
+    journal_key(direction, src, dst, top);
+    if (snprintf(js->done_path, sizeof js->done_path, "%s/%s.done", js->dir, top) >=
+        (int)sizeof js->done_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = resume ? fopen(js->done_path, "re") : NULL;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strlen(line) != 65 || line[64] != '\n')
+            continue;
+        if (js->nfinished == cap) {
+            cap = cap ? cap * 2 : 256;
+            char (*grown)[65] = realloc(js->finished, cap * sizeof *grown);
+            if (!grown) {
+                fclose(f);
+                return -1;
+            }
+            js->finished = grown;
+        }
+        memcpy(js->finished[js->nfinished], line, 64);
+        js->finished[js->nfinished++][64] = '\0';
+    }
+    if (f)
+        fclose(f);
+    if (js->nfinished)
+        qsort(js->finished, js->nfinished, sizeof *js->finished, compare_keys);
+    js->done = fopen(js->done_path, resume ? "ae" : "we");
+    return js->done ? 0 : -1;
+}
+
+static void journals_close(struct journals *js, bool finished)
+{
+    if (js->done)
+        fclose(js->done);
+    if (finished)
+        unlink(js->done_path);
+    free(js->finished);
+}
+
+/* "size N\nranges a-b,c-d\n": the ranges the receiver holds durably. A
+ * file the done log lists is held whole. */
 static void journal_load(struct job *j)
 {
-    char line[FTP_RANGES_MAX * 42 + 16];
+    char line[FTP_RANGES_MAX * 42 + 16], path[PATH_MAX + 80];
     uint64_t size = UINT64_MAX;
-    FILE *f = fopen(j->journal, "re");
+    struct journals *js = j->journals;
 
     j->have.count = 0;
+    if (js->nfinished &&
+        bsearch(j->key, js->finished, js->nfinished, sizeof *js->finished, compare_keys)) {
+        if (j->size)
+            ftp_ranges_add(&j->have, 0, j->size);
+        return;
+    }
+    journal_path(j, path, sizeof path);
+    FILE *f = fopen(path, "re");
     if (!f)
         return;
+    j->has_journal = true;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         if (strncmp(line, "size ", 5) == 0)
@@ -169,25 +252,37 @@ static void journal_load(struct job *j)
         j->have.count = 0;
 }
 
-/* Written to a temporary file, synced, renamed: a crash leaves the old
- * journal or the new one, never a torn one. */
+/* A file under way: its journal is written to a temporary file, synced and
+ * renamed, so a crash leaves the old journal or the new one. A finished
+ * file: a line in the done log, not synced (its data was, in modee_recv or
+ * by the server before its marker): a crash can only lose the line or tear
+ * it, and either means fetching the file again, never trusting it wrongly. */
 static void journal_store(void *ctx, const struct ftp_ranges *durable)
 {
     struct job *j = ctx;
-    char tmp[PATH_MAX + 8], ranges[FTP_RANGES_MAX * 42];
+    char path[PATH_MAX + 80], tmp[PATH_MAX + 88], ranges[FTP_RANGES_MAX * 42];
     int fd;
 
+    journal_path(j, path, sizeof path);
+    if (ftp_ranges_covered(durable, j->size) == j->size) {
+        if (fprintf(j->journals->done, "%s\n", j->key) > 0 && fflush(j->journals->done) == 0 &&
+            j->has_journal && unlink(path) == 0)
+            j->has_journal = false;
+        return;
+    }
     if (!ftp_format_ranges(durable, ranges, sizeof ranges))
         return;
-    snprintf(tmp, sizeof tmp, "%s.tmp", j->journal);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
-    dprintf(fd, "size %" PRIu64 "\nranges %s\n", j->size, ranges);
-    if (fsync(fd) == 0 && close(fd) == 0)
-        rename(tmp, j->journal);
-    else
-        unlink(tmp);
+    bool synced = dprintf(fd, "size %" PRIu64 "\nranges %s\n", j->size, ranges) > 0 &&
+                  fsync(fd) == 0;
+    if (close(fd) == 0 && synced && rename(tmp, path) == 0) {
+        j->has_journal = true;
+        return;
+    }
+    unlink(tmp);
 }
 
 /* The journal names ranges the file held durably; a file shorter than
@@ -239,6 +334,7 @@ static struct job *plan_add(struct plan *p, const char *remote, const char *loca
     snprintf(j->remote, sizeof j->remote, "%s", remote);
     snprintf(j->local, sizeof j->local, "%s", local);
     j->size = size;
+    j->file.local_fd = -1;
     return j;
 }
 
@@ -361,6 +457,21 @@ static int open_session(struct client *c, const struct endpoint *remote, pid_t *
     return client_open_fds(c, from_ssh[0], to_ssh[1], remote->host, err, errlen);
 }
 
+static int local_checksum(const char *path, enum ftp_cksum_alg alg, char *hex, char *err,
+                          size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc;
+
+    if (fd < 0) {
+        snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+        return -1;
+    }
+    rc = cksum_fd(fd, alg, 0, -1, hex, err, errlen);
+    close(fd);
+    return rc;
+}
+
 static int verify_files(struct client *c, const struct options *o, struct plan *p,
                         char *err, size_t errlen)
 {
@@ -368,7 +479,7 @@ static int verify_files(struct client *c, const struct options *o, struct plan *
         struct job *j = &p->jobs[i];
         char remote_hex[65], local_hex[CKSUM_HEX_MAX];
         if (client_checksum(c, o->verify_alg, j->remote, remote_hex, err, errlen) < 0 ||
-            cksum_fd(j->file.local_fd, o->verify_alg, 0, -1, local_hex, err, errlen) < 0)
+            local_checksum(j->local, o->verify_alg, local_hex, err, errlen) < 0)
             return EXIT_FAILED;
         if (strcmp(remote_hex, local_hex) != 0) {
             if (snprintf(err, errlen, "%s checksum mismatch on %s: remote %s, local %s",
@@ -409,6 +520,88 @@ static void print_summary(const struct options *o, const struct plan *p, double 
     }
 }
 
+/* Opens a job's local file; its journal is trusted only if the file
+ * bears it out. 0, or an exit code after saying why. */
+static int open_job(const struct options *o, struct job *j, bool get)
+{
+    int flags = get ? O_RDWR | O_CREAT : O_RDONLY;
+
+    if (o->resume)
+        journal_load(j);
+    if (get && j->have.count == 0)
+        flags |= O_TRUNC;
+    j->file = (struct client_file){
+        .remote = j->remote, .size = j->size, .have = j->have.count ? &j->have : NULL,
+        .durable = journal_store, .durable_ctx = j,
+    };
+    j->file.local_fd = open(j->local, flags | O_CLOEXEC, 0666);
+    if (j->file.local_fd < 0)
+        return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+    if (get && j->have.count && !partial_file_matches(j)) {
+        fprintf(stderr, "sdmz-xfer: %s is shorter than its journal says; fetching it again\n",
+                j->local);
+        j->have.count = 0;
+        j->file.have = NULL;
+        if (ftruncate(j->file.local_fd, 0) < 0)
+            return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+    }
+    return 0;
+}
+
+/* A received file is synced before it counts as done. */
+static int close_job(struct job *j, bool get, bool moved)
+{
+    int code = 0;
+
+    if (j->file.local_fd < 0)
+        return 0;
+    if (get && moved && fsync(j->file.local_fd) < 0)
+        code = die(EXIT_FAILED, "%s: fsync: %s", j->local, strerror(errno));
+    close(j->file.local_fd);
+    j->file.local_fd = -1;
+    return code;
+}
+
+/* The files go in batches of OPEN_FILES_MAX, each batch pipelined by
+ * client_get()/client_put(): a tree of any size stays within the open-file
+ * limit, and the data connections stay open from batch to batch. */
+static int move_files(struct client *c, const struct options *o, struct plan *p, bool get,
+                      double t0)
+{
+    struct client_file *files = calloc(OPEN_FILES_MAX, sizeof *files);
+    char err[512] = "";
+    int code = 0;
+
+    if (!files)
+        return die(EXIT_FAILED, "out of memory");
+
+    for (size_t base = 0; base < p->count && !code; base += OPEN_FILES_MAX) {
+        size_t n = p->count - base < OPEN_FILES_MAX ? p->count - base : OPEN_FILES_MAX;
+        size_t opened = 0, failed = 0;
+        for (; opened < n && !code; opened++) {
+            code = open_job(o, &p->jobs[base + opened], get);
+            files[opened] = p->jobs[base + opened].file;
+        }
+        if (!code) {
+            int rc = get ? client_get(c, files, n, &failed, err, sizeof err)
+                         : client_put(c, files, n, &failed, err, sizeof err);
+            for (size_t i = 0; i < n; i++)
+                p->jobs[base + i].file.stats = files[i].stats;
+            if (rc < 0) {
+                print_summary(o, p, monotonic_seconds() - t0, false);
+                code = die(EXIT_FAILED, "%s: %s (run again with --resume to continue)",
+                           p->jobs[base + failed].remote, err);
+            }
+        }
+        for (size_t i = 0; i < opened; i++) {
+            int closed = close_job(&p->jobs[base + i], get, !code);
+            code = code ? code : closed;
+        }
+    }
+    free(files);
+    return code;
+}
+
 static int run(const struct options *o, const struct endpoint *src, const struct endpoint *dst)
 {
     const struct endpoint *remote = src->remote ? src : dst;
@@ -419,6 +612,10 @@ static int run(const struct options *o, const struct endpoint *src, const struct
     pid_t ssh_pid = -1;
     int code = 0;
     double t0;
+    struct journals journals = {.done = NULL};
+    bool finished = false;
+
+    snprintf(journals.dir, sizeof journals.dir, "%s", o->journal_dir);
 
     if (open_session(&c, remote, &ssh_pid, err, sizeof err) < 0)
         return die(EXIT_CONNECT, "%s", err);
@@ -479,66 +676,23 @@ static int run(const struct options *o, const struct endpoint *src, const struct
         }
     }
 
-    if (ensure_dir(o->journal_dir) < 0) {
+    if (ensure_dir(o->journal_dir) < 0 ||
+        journals_open(&journals, get ? "get" : "put", get ? remote_path : local_path,
+                      get ? local_path : remote_path, o->resume) < 0) {
         code = die(EXIT_FAILED, "journal directory %s: %s", o->journal_dir, strerror(errno));
         goto out;
     }
     for (size_t i = 0; i < p.count; i++) {
         struct job *j = &p.jobs[i];
-        int flags = get ? O_RDWR | O_CREAT : O_RDONLY;
-        journal_path(o, get ? "get" : "put", get ? j->remote : j->local,
-                     get ? j->local : j->remote, j->journal, sizeof j->journal);
-        if (o->resume)
-            journal_load(j);
-        if (get && j->have.count == 0)
-            flags |= O_TRUNC;
-        j->file = (struct client_file){
-            .remote = j->remote, .size = j->size, .have = j->have.count ? &j->have : NULL,
-            .durable = journal_store, .durable_ctx = j,
-        };
-        j->file.local_fd = open(j->local, flags | O_CLOEXEC, 0666);
-        if (j->file.local_fd < 0) {
-            code = die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
-            goto out;
-        }
-        if (get && j->have.count && !partial_file_matches(j)) {
-            fprintf(stderr, "sdmz-xfer: %s is shorter than its journal says; fetching it again\n",
-                    j->local);
-            j->have.count = 0;
-            j->file.have = NULL;
-            if (ftruncate(j->file.local_fd, 0) < 0) {
-                code = die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
-                goto out;
-            }
-        }
+        j->journals = &journals;
+        journal_key(get ? "get" : "put", get ? j->remote : j->local, get ? j->local : j->remote,
+                    j->key);
     }
 
     t0 = monotonic_seconds();
-    struct client_file *files = calloc(p.count ? p.count : 1, sizeof *files);
-    size_t failed = 0;
-    if (!files) {
-        code = die(EXIT_FAILED, "out of memory");
+    code = move_files(&c, o, &p, get, t0);
+    if (code)
         goto out;
-    }
-    for (size_t i = 0; i < p.count; i++)
-        files[i] = p.jobs[i].file;
-    int rc = get ? client_get(&c, files, p.count, &failed, err, sizeof err)
-                 : client_put(&c, files, p.count, &failed, err, sizeof err);
-    for (size_t i = 0; i < p.count; i++)
-        p.jobs[i].file.stats = files[i].stats;
-    free(files);
-    if (rc < 0) {
-        print_summary(o, &p, monotonic_seconds() - t0, false);
-        code = die(EXIT_FAILED, "%s: %s (run again with --resume to continue)",
-                   p.count ? p.jobs[failed].remote : "", err);
-        goto out;
-    }
-    for (size_t i = 0; get && i < p.count; i++) {
-        if (fsync(p.jobs[i].file.local_fd) < 0) {
-            code = die(EXIT_FAILED, "%s: fsync: %s", p.jobs[i].local, strerror(errno));
-            goto out;
-        }
-    }
     if (o->verify) {
         code = verify_files(&c, o, &p, err, sizeof err);
         if (code) {
@@ -547,13 +701,16 @@ static int run(const struct options *o, const struct endpoint *src, const struct
             goto out;
         }
     }
-    for (size_t i = 0; i < p.count; i++)
-        unlink(p.jobs[i].journal);
+    for (size_t i = 0; i < p.count; i++) {
+        char path[PATH_MAX + 80];
+        journal_path(&p.jobs[i], path, sizeof path);
+        if (p.jobs[i].has_journal)
+            unlink(path);
+    }
+    finished = true;
     print_summary(o, &p, monotonic_seconds() - t0, true);
 out:
-    for (size_t i = 0; i < p.count; i++)
-        if (p.jobs[i].file.local_fd > 0)
-            close(p.jobs[i].file.local_fd);
+    journals_close(&journals, finished);
     free(p.jobs);
     client_close(&c);
     if (ssh_pid > 0) {

@@ -3,6 +3,8 @@
  * serves a single session on stdin/stdout, which is how sshftp:// starts it
  * over sshd. */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
@@ -290,6 +292,11 @@ static int serve(const struct server_config *c)
             close(fd);
             continue;
         }
+        /* Control replies are small and answered at once: Nagle's wait for
+         * an ACK would add a delayed-ACK (40 ms) to every exchange. */
+        int one = 1;
+        if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+            log_msg(LOG_WARN, "TCP_NODELAY: %s", strerror(errno));
         pid_t pid = fork();
         if (pid < 0) {
             log_msg(LOG_ERROR, "fork: %s", strerror(errno));

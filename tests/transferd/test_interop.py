@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from xferctl import (SRC, bindir, builds, area, xferd, gridftp, guc,  # noqa: F401
+from xferctl import (SRC, Xferd, bindir, builds, area, xferd, gridftp, guc,  # noqa: F401
                      make_files, sha256, tree_digest, xfer)
 
 FILES = ("zero", "one", "k32", "m64")
@@ -126,3 +126,20 @@ def test_sdmz_xfer_pipelines_many_small_files_against_sdmz_xferd(xferd, area):
     assert tree_digest(up / "many") == tree_digest(src)
     log = xferd.log_text()
     assert log.count(" STOR ") == 300 and log.count("code 226") == 600
+
+
+def test_a_narrow_data_port_range_serves_many_listings(bindir, area, tmp_path):
+    """Each directory listing takes a passive port and leaves it in TIME_WAIT;
+    three ports must still serve a tree of twelve directories, twice."""
+    tree = area / "wide"
+    for i in range(12):
+        (tree / f"d{i}").mkdir(parents=True)
+        (tree / f"d{i}" / "f").write_bytes(os.urandom(100))
+    server = Xferd(bindir, area, tmp_path / "xferd", "--data-ports", "47010-47012").start()
+    try:
+        for run in range(2):
+            done = xfer(bindir, server.url(tree), str(tmp_path / f"copy{run}"))
+            assert done.returncode == 0, done.stderr
+            assert tree_digest(tmp_path / f"copy{run}") == tree_digest(tree)
+    finally:
+        assert server.stop() == 0

@@ -1,0 +1,25 @@
+"""What the benchmarks share: waiting for a peer's port, and the closing
+report of targets met and missed."""
+from __future__ import annotations
+
+import socket
+import time
+
+
+def wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError("port %d never opened" % port)
+
+
+def report_targets(targets: list[tuple[str, bool]]) -> dict[str, bool]:
+    """Prints how many targets were met and names the missed ones."""
+    missed = [name for name, ok in targets if not ok]
+    print("\ntargets: %d of %d met" % (len(targets) - len(missed), len(targets)))
+    for name in missed:
+        print("  missed: " + name)
+    return {name: ok for name, ok in targets}
