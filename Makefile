@@ -23,7 +23,7 @@ export ANSIBLE_LOCAL_TEMP := $(BUILD)/ansible-tmp
 
 PLAYBOOK := $(VENV)/bin/ansible-playbook
 
-.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site verify test lint clean bench-proxy
+.PHONY: help setup system venv lock c image terraform testbed-inventory lab lab-down demo site verify test lint clean bench-proxy bench-transfer
 
 help:
 	@echo "make demo      set up, bring the lab up, deploy playbooks/site.yml, print a summary"
@@ -35,6 +35,7 @@ help:
 	@echo "make verify    probe the lab after site.yml (ACL, path MTU, iperf3; playbooks/verify.yml)"
 	@echo "make lint      yamllint and ansible-lint (production profile)"
 	@echo "make bench-proxy  sdmz-proxy vs direct, HAProxy and socat (build/bench/proxy.*)"
+	@echo "make bench-transfer  sdmz-xfer vs globus-url-copy, scp, rsync, iperf3 (build/bench/transfer.*)"
 	@echo "make lock      re-resolve requirements.lock after a pin in requirements.txt changed"
 	@echo "make testbed-inventory TESTBED=chameleon|jetstream2"
 	@echo "               write inventories/testbed/hosts.yml from an applied Terraform testbed"
@@ -117,6 +118,10 @@ demo: setup
 bench-proxy: setup
 	@$(ROOT)/scripts/setup-debian.sh $(ROOT)/packages/bench-debian.txt
 	$(VENV)/bin/python bench/proxy.py
+
+bench-transfer: setup
+	@$(ROOT)/scripts/setup-debian.sh $(ROOT)/packages/bench-debian.txt
+	$(VENV)/bin/python bench/transfer.py
 
 lint: venv
 	$(VENV)/bin/yamllint --strict .
