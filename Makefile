@@ -112,6 +112,10 @@ demo: setup
 	         echo "verify.yml failed: see build/logs/verify.log"; exit 1; }
 	@grep -oE '"(ok|FAIL) +[a-z0-9-]+ .*"' $(BUILD)/logs/verify.log | tr -d '"' || true
 	@echo "Report: build/reports/verify/"
+	@echo "Moving a file dtn2 <-> dtn1 through the border's ACL with sdmz-xfer (log: build/logs/transfer-check.log) ..."
+	@$(PLAYBOOK) playbooks/transfer-check.yml > $(BUILD)/logs/transfer-check.log 2>&1 \
+	    || { tail -n 30 $(BUILD)/logs/transfer-check.log; echo "transfer-check.yml failed: see build/logs/transfer-check.log"; exit 1; }
+	@grep -oE '"ok transfer [^"]*"' $(BUILD)/logs/transfer-check.log | tr -d '"'
 
 # Benchmarks: real peers side by side in one run; ratios, a table, JSON and a
 # plot in build/bench/. Never part of `make test`.

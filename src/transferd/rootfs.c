@@ -1,12 +1,14 @@
 #include "rootfs.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,6 +105,63 @@ int rootfs_resolve(const struct rootfs *fs, const char *cwd, const char *path,
     return 0;
 }
 
+/* ELOOP if name (in dirfd) is a symbolic link, else the errno given. */
+static int symlink_or(int dirfd, const char *name, int err)
+{
+    struct stat st;
+
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        return ELOOP;
+    return err;
+}
+
+static bool is_symlink(int fd)
+{
+    struct stat st;
+
+    return fstat(fd, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+int rootfs_open_components(int root_fd, const char *rel, int flags, mode_t mode)
+{
+    char copy[PATH_MAX], *save = NULL, *part, *next;
+    int dirfd = root_fd, fd = -1;
+
+    if (snprintf(copy, sizeof copy, "%s", rel) >= (int)sizeof copy) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    part = strtok_r(copy, "/", &save);
+    for (; part; part = next) {
+        next = strtok_r(NULL, "/", &save);
+        if (strcmp(part, "..") == 0) {
+            fd = -1;
+            errno = EINVAL;
+            break;
+        }
+        if (next)
+            fd = openat(dirfd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        else
+            fd = openat(dirfd, part, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0)
+            errno = symlink_or(dirfd, part, errno);
+        else if (!next && (flags & O_PATH) && is_symlink(fd)) {
+            close(fd);   /* O_PATH | O_NOFOLLOW opens a symlink itself */
+            fd = -1;
+            errno = ELOOP;
+        }
+        if (dirfd != root_fd) {
+            int saved = errno;
+            close(dirfd);
+            errno = saved;
+        }
+        if (fd < 0 || !next)
+            break;
+        dirfd = fd;
+    }
+    return fd;
+}
+
 int rootfs_open(const struct rootfs_path *path, int flags, mode_t mode)
 {
     struct open_how how = {
@@ -115,6 +174,11 @@ int rootfs_open(const struct rootfs_path *path, int flags, mode_t mode)
     do
         fd = syscall(SYS_openat2, path->root->fd, path->rel, &how, sizeof how);
     while (fd < 0 && errno == EINTR);
+    /* No openat2: a kernel before 5.6, or a seccomp filter (systemd's
+     * RestrictSUIDSGID= answers ENOSYS). The walk below follows no
+     * symbolic link at all, which is stricter, never looser. */
+    if (fd < 0 && errno == ENOSYS)
+        return rootfs_open_components(path->root->fd, path->rel, flags, mode);
     return (int)fd;
 }
 

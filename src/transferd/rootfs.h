@@ -40,6 +40,9 @@ int rootfs_resolve(const struct rootfs *fs, const char *cwd, const char *path,
                    struct rootfs_path *out);
 /* openat2 beneath the root; -1 with errno (EXDEV: a symlink leads out). */
 int rootfs_open(const struct rootfs_path *path, int flags, mode_t mode);
+/* The fallback where openat2 is missing: rel opened one component at a time
+ * from root_fd with O_NOFOLLOW; -1 with errno ELOOP on any symbolic link. */
+int rootfs_open_components(int root_fd, const char *rel, int flags, mode_t mode);
 int rootfs_stat(const struct rootfs_path *path, struct stat *st);
 int rootfs_mkdir(const struct rootfs_path *path, mode_t mode);
 

@@ -98,6 +98,7 @@ static void reply_errno(struct session *s, const char *what, int err)
     case ENOENT: reply(s, 550, "%s: no such file or directory", what); break;
     case EACCES: case EPERM: reply(s, 550, "%s: permission denied", what); break;
     case EXDEV: reply(s, 550, "%s: a symbolic link leads outside the served roots", what); break;
+    case ELOOP: reply(s, 550, "%s: symbolic links are not followed here (no openat2)", what); break;
     case EINVAL: reply(s, 553, "%s: path not allowed ('..' or too long)", what); break;
     case ENOSPC: case EDQUOT:
         reply(s, 452, "%s: %s; the partial file is kept for a restart", what, strerror(err));
