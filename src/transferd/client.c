@@ -679,6 +679,7 @@ static int receive_file(struct client *c, struct client_file *f, char *err, size
         .tuning = &c->tuning, .cache = &c->cache, .received = &received,
         .marker_interval_ms = 2000, .marker = f->durable, .marker_ctx = f->durable_ctx,
         .watch_fd = c->in_fd, .watch = sender_gave_up, .watch_ctx = c,
+        .progress = c->progress,
     };
     return modee_recv(&job, &f->stats, err, errlen);
 }
@@ -687,7 +688,7 @@ static int send_file(struct client *c, struct client_file *f, char *err, size_t 
 {
     struct modee_send_job job = {
         .file_fd = f->local_fd, .start = 0, .end = f->size, .skip = f->have,
-        .tuning = &c->tuning,
+        .tuning = &c->tuning, .progress = c->progress,
     };
     return modee_send(c->cache.fds, c->cache.count, &job, &f->stats, err, errlen);
 }

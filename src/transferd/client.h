@@ -28,6 +28,7 @@ struct client {
     bool mode_e;
     char reply[FTP_LINE_MAX];        /* the last reply's final line */
     int timeout_ms;
+    atomic_uint_least64_t *progress; /* optional: bytes moved are added here */
 };
 
 struct client_reply {

@@ -418,6 +418,8 @@ static void *send_worker_run(void *arg)
             w->stats->first = now;
         w->stats->last = now;
         w->stats->bytes += len;
+        if (job->progress)
+            atomic_fetch_add(job->progress, len);
     }
     if (!shared->failed) {
         /* Every stream ends with EOD; the first also carries EOF, whose
@@ -573,6 +575,8 @@ static int recv_payload(struct recv_worker *w, char *buf, uint64_t offset, uint6
             w->stats->first = now;
         w->stats->last = now;
         w->stats->bytes += want;
+        if (job->progress)
+            atomic_fetch_add(job->progress, want);
         offset += want;
         count -= want;
     }

@@ -6,6 +6,7 @@
 #ifndef SDMZ_DATA_H
 #define SDMZ_DATA_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,7 @@ struct modee_send_job {
     const struct ftp_ranges *skip;
     const struct data_tuning *tuning;
     bool close_after;       /* send CLOSE with EOD and close the connections */
+    atomic_uint_least64_t *progress;   /* optional: bytes sent are added here */
 };
 int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
                struct xfer_stats *stats, char *err, size_t errlen);
@@ -107,6 +109,7 @@ struct modee_recv_job {
     int watch_fd;
     bool (*watch)(void *ctx, char *reason, size_t len);
     void *watch_ctx;
+    atomic_uint_least64_t *progress;   /* optional: bytes written are added here */
 };
 int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, size_t errlen);
 

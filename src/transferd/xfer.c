@@ -21,6 +21,7 @@
 
 #include "cksum.h"
 #include "client.h"
+#include "progress.h"
 #include "units.h"
 
 /* Files open at once: well under the usual limit of 1024 descriptors. */
@@ -566,7 +567,7 @@ static int close_job(struct job *j, bool get, bool moved)
  * client_get()/client_put(): a tree of any size stays within the open-file
  * limit, and the data connections stay open from batch to batch. */
 static int move_files(struct client *c, const struct options *o, struct plan *p, bool get,
-                      double t0)
+                      double t0, struct progress *bar)
 {
     struct client_file *files = calloc(OPEN_FILES_MAX, sizeof *files);
     char err[512] = "";
@@ -579,8 +580,11 @@ static int move_files(struct client *c, const struct options *o, struct plan *p,
         size_t n = p->count - base < OPEN_FILES_MAX ? p->count - base : OPEN_FILES_MAX;
         size_t opened = 0, failed = 0;
         for (; opened < n && !code; opened++) {
-            code = open_job(o, &p->jobs[base + opened], get);
-            files[opened] = p->jobs[base + opened].file;
+            struct job *j = &p->jobs[base + opened];
+            code = open_job(o, j, get);
+            files[opened] = j->file;
+            if (!code && bar)
+                atomic_fetch_sub(&bar->total, ftp_ranges_covered(&j->have, j->size));
         }
         if (!code) {
             int rc = get ? client_get(c, files, n, &failed, err, sizeof err)
@@ -689,8 +693,19 @@ static int run(const struct options *o, const struct endpoint *src, const struct
                     j->key);
     }
 
+    /* The progress line: on a terminal only, and never with --json. */
+    struct progress bar = {.running = false};
+    if (!o->json && isatty(STDERR_FILENO)) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < p.count; i++)
+            total += p.jobs[i].size;
+        if (progress_start(&bar, total) == 0)
+            c.progress = &bar.done;
+    }
     t0 = monotonic_seconds();
-    code = move_files(&c, o, &p, get, t0);
+    code = move_files(&c, o, &p, get, t0, bar.running ? &bar : NULL);
+    progress_stop(&bar);
+    c.progress = NULL;
     if (code)
         goto out;
     if (o->verify) {

@@ -309,3 +309,30 @@ def test_a_full_disk_on_the_client_is_a_clear_error_and_resumes(bindir, xferd, s
     summary = resume(bindir, journal, xferd.url(big), str(local))
     assert sha256(local) == sha256(big)
     assert summary["bytes"] < SIZE
+
+
+def test_a_terminal_gets_a_progress_line_and_a_pipe_does_not(bindir, paced_xferd, big, tmp_path):
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(xfer_command(bindir, "-p", "4", paced_xferd.url(big),
+                                         str(tmp_path / "tty"), journal=tmp_path / "j1"),
+                            stdout=subprocess.PIPE, stderr=slave, env=xfer_env())
+    os.close(slave)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:          # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    lines = [part for part in drawn.decode(errors="replace").split("\r") if "ETA" in part]
+    assert len(lines) >= 4, drawn[-500:]          # redrawn while the paced transfer ran
+    assert "/ 64.0 MiB" in lines[-1] and "Gbit/s" in lines[-1], lines[-1]
+    quiet = xfer(bindir, "-p", "4", paced_xferd.url(big), str(tmp_path / "pipe"),
+                 journal=tmp_path / "j2", timeout=60)
+    assert quiet.returncode == 0 and "\r" not in quiet.stderr and "ETA" not in quiet.stderr
