@@ -2,8 +2,11 @@
 report of targets met and missed."""
 from __future__ import annotations
 
+import json
 import socket
 import time
+from pathlib import Path
+from typing import Callable
 
 
 def wait_port(port: int, timeout: float = 10) -> None:
@@ -23,3 +26,10 @@ def report_targets(targets: list[tuple[str, bool]]) -> dict[str, bool]:
     for name in missed:
         print("  missed: " + name)
     return {name: ok for name, ok in targets}
+
+
+def write_results(out: Path, name: str, results: dict, plot: Callable[[dict], None]) -> None:
+    """build/bench/NAME.json and, drawn by plot, build/bench/NAME.png."""
+    (out / (name + ".json")).write_text(json.dumps(results, indent=2) + "\n")
+    plot(results)
+    print("\nwrote build/bench/%s.json and build/bench/%s.png" % (name, name))

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import report_targets, wait_port
+from benchlib import report_targets, wait_port, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "streamproxy" / "build"
@@ -164,9 +164,7 @@ def report(results: dict) -> None:
     results["ratios"] = ratios
     results["added_latency_us_per_hop"] = added
     results["targets"] = report_targets(targets)
-    (OUT / "proxy.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot(results)
-    print("\nwrote build/bench/proxy.json and build/bench/proxy.png")
+    write_results(OUT, "proxy", results, plot)
 
 
 def plot(results: dict) -> None:

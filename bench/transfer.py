@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import report_targets, wait_port
+from benchlib import report_targets, wait_port, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "transferd" / "build"
@@ -245,9 +245,7 @@ def report(results: dict) -> None:
             targets.append(("-p %d relative imbalance < 2 %%" % streams, imbalance < 0.02))
     results["ratios"] = ratios
     results["targets"] = report_targets(targets)
-    (OUT / "transfer.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot(results)
-    print("\nwrote build/bench/transfer.json and build/bench/transfer.png")
+    write_results(OUT, "transfer", results, plot)
 
 
 def plot(results: dict) -> None:

@@ -690,6 +690,19 @@ static void recv_marker(struct recv_shared *shared)
     job->marker(job->marker_ctx, &snapshot);
 }
 
+/* A failed receive resets its connections. A plain close after shutdown
+ * sends a FIN, and a sender blocked on our zero window never learns of it:
+ * it waits out tcp_fin_timeout (60 s) before its next write fails. */
+static void close_with_reset(int fd)
+{
+    struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
+
+    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof abort_now) < 0) {
+        /* Then a plain close: the sender fails later, not never. */
+    }
+    close(fd);
+}
+
 int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, size_t errlen)
 {
     struct recv_shared shared = {.job = job, .t0 = monotonic_seconds()};
@@ -779,6 +792,8 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
         stats->bytes += stats->stream[i].bytes;
         if (!shared.failed && !cut[i] && workers[i].keep)
             job->cache->fds[job->cache->count++] = workers[i].fd;
+        else if (shared.failed)
+            close_with_reset(workers[i].fd);
         else
             close(workers[i].fd);
     }

@@ -716,11 +716,14 @@ static int run(const struct options *o, const struct endpoint *src, const struct
             goto out;
         }
     }
+    /* Every journal of the transfer goes, with any temporary one a kill
+     * left half-written. */
     for (size_t i = 0; i < p.count; i++) {
-        char path[PATH_MAX + 80];
+        char path[PATH_MAX + 80], tmp[PATH_MAX + 88];
         journal_path(&p.jobs[i], path, sizeof path);
-        if (p.jobs[i].has_journal)
-            unlink(path);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        unlink(path);
+        unlink(tmp);
     }
     finished = true;
     print_summary(o, &p, monotonic_seconds() - t0, true);

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from xferctl import (SANITIZER_MARKS, SRC, TOKEN, GridFtpServer, Xferd, area,  # noqa: F401
-                     bindir, builds, xferd,
+                     bindir, builds, serving, xferd,
                      sha256, tree_digest, xfer, xfer_command, xfer_env)
 
 SIZE = 64 << 20
@@ -83,13 +83,8 @@ def resume(bindir: Path, journal: Path, *args: str) -> dict:
 
 @pytest.fixture
 def paced_xferd(bindir, area, tmp_path):
-    server = Xferd(bindir, area, tmp_path / "xferd", "--pacing-rate", PACE).start()
-    yield server
-    if server.proc is not None:
-        rc = server.stop()
-        log = server.log_text()
-        assert not any(mark in log for mark in SANITIZER_MARKS), log[-4000:]
-        assert rc == 0, log[-2000:]
+    with serving(Xferd(bindir, area, tmp_path / "xferd", "--pacing-rate", PACE)) as server:
+        yield server
 
 
 @pytest.fixture

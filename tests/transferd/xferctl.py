@@ -2,6 +2,7 @@
 running globus-gridftp-server, the clients, and file fixtures."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -187,15 +188,23 @@ def area():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-def xferd(bindir, area, tmp_path):
-    server = Xferd(bindir, area, tmp_path / "xferd").start()
+@contextlib.contextmanager
+def serving(server: Xferd):
+    """Runs the server; afterwards, unless a test stopped it itself, it must
+    stop cleanly and its log must carry no sanitizer report."""
+    server.start()
     yield server
     if server.proc is not None:
         rc = server.stop()
         log = server.log_text()
         assert not any(mark in log for mark in SANITIZER_MARKS), log[-4000:]
         assert rc == 0, log[-2000:]
+
+
+@pytest.fixture
+def xferd(bindir, area, tmp_path):
+    with serving(Xferd(bindir, area, tmp_path / "xferd")) as server:
+        yield server
 
 
 @pytest.fixture
