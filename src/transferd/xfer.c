@@ -527,8 +527,15 @@ static int open_job(const struct options *o, struct job *j, bool get)
 {
     int flags = get ? O_RDWR | O_CREAT : O_RDONLY;
 
-    if (o->resume)
+    if (o->resume) {
         journal_load(j);
+    } else {
+        /* Starting over: a journal an earlier, killed run left would
+         * describe a file this run replaces. */
+        char path[PATH_MAX + 80];
+        journal_path(j, path, sizeof path);
+        unlink(path);
+    }
     if (get && j->have.count == 0)
         flags |= O_TRUNC;
     j->file = (struct client_file){
