@@ -16,10 +16,27 @@ override CFLAGS += -I../common
 OUT ?= build
 SANITIZE := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: asan test
+# Objects from the program's folder, its tests/ and ../common, into $(OUT).
+FUZZ_SECONDS ?= 20
+FUZZ_CC      ?= clang
+HEADERS := $(wildcard *.h ../common/*.h)
+
+$(OUT)/%.o: %.c $(HEADERS) | $(OUT)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/%.o: tests/%.c $(HEADERS) | $(OUT)
+	$(CC) $(CFLAGS) -I. -c $< -o $@
+
+$(OUT):
+	mkdir -p $@
+
+.PHONY: asan test clean
 asan:
 	$(MAKE) OUT=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined"
 
 test: all asan
 	$(OUT)/unit-tests
 	build-asan/unit-tests
+
+clean:
+	rm -rf build build-asan

@@ -391,8 +391,11 @@ int client_stat(struct client *c, const char *path, struct remote_entry *out,
                 goto lost;
         } while (!ftp_reply_final_code(line, code));
     }
-    if (code == 550)
+    /* 550: absent, or refused (outside the roots...): the reply says which. */
+    if (code == 550) {
+        snprintf(err, errlen, "server: %s", line);
         return 1;
+    }
     snprintf(err, errlen, "MLST %s: %s", path, line);
     return -1;
 lost:

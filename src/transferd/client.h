@@ -62,7 +62,8 @@ struct remote_entry {
     bool is_dir;
     uint64_t size;
 };
-/* MLST: 0 and the entry, 1 when the path does not exist, -1 on error. */
+/* MLST: 0 and the entry; 1 on a 550 (absent or refused; the reply in err);
+ * -1 on error. */
 int client_stat(struct client *c, const char *path, struct remote_entry *out,
                 char *err, size_t errlen);
 /* MLSD of a directory, "." and ".." left out; *entries is malloc'ed. */

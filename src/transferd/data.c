@@ -285,6 +285,21 @@ static int read_all(int fd, void *buf, size_t len)
     return 1;
 }
 
+/* A stream moved bytes: its count, its first and last moments (for the
+ * imbalance metric), and the client's progress counter if there is one. */
+static void count_moved(struct stream_stats *stats, double t0, uint64_t bytes,
+                        atomic_uint_least64_t *progress)
+{
+    double now = monotonic_seconds() - t0;
+
+    if (stats->bytes == 0)
+        stats->first = now;
+    stats->last = now;
+    stats->bytes += bytes;
+    if (progress)
+        atomic_fetch_add(progress, bytes);
+}
+
 /* sendfile until len bytes of file_fd from offset went out. */
 static int sendfile_all(int sock, int file_fd, uint64_t offset, uint64_t len)
 {
@@ -413,13 +428,7 @@ static void *send_worker_run(void *arg)
             send_fail(shared, errno == ENODATA ? "source file" : "data connection", errno);
             break;
         }
-        double now = monotonic_seconds() - shared->t0;
-        if (w->stats->bytes == 0)
-            w->stats->first = now;
-        w->stats->last = now;
-        w->stats->bytes += len;
-        if (job->progress)
-            atomic_fetch_add(job->progress, len);
+        count_moved(w->stats, shared->t0, len, job->progress);
     }
     if (!shared->failed) {
         /* Every stream ends with EOD; the first also carries EOF, whose
@@ -570,13 +579,7 @@ static int recv_payload(struct recv_worker *w, char *buf, uint64_t offset, uint6
             recv_fail(shared, "%s", "blocks arrive too scattered to track (more than 64 holes)");
             return -1;
         }
-        double now = monotonic_seconds() - shared->t0;
-        if (w->stats->bytes == 0)
-            w->stats->first = now;
-        w->stats->last = now;
-        w->stats->bytes += want;
-        if (job->progress)
-            atomic_fetch_add(job->progress, want);
+        count_moved(w->stats, shared->t0, want, job->progress);
         offset += want;
         count -= want;
     }

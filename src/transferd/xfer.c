@@ -527,15 +527,17 @@ static int open_job(const struct options *o, struct job *j, bool get)
 {
     int flags = get ? O_RDWR | O_CREAT : O_RDONLY;
 
-    if (o->resume) {
+    /* What an earlier, killed run may have left: a half-written temporary
+     * journal, never trusted; and, when starting over, a journal that would
+     * describe a file this run replaces. */
+    char path[PATH_MAX + 80], tmp[PATH_MAX + 88];
+    journal_path(j, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(tmp);
+    if (o->resume)
         journal_load(j);
-    } else {
-        /* Starting over: a journal an earlier, killed run left would
-         * describe a file this run replaces. */
-        char path[PATH_MAX + 80];
-        journal_path(j, path, sizeof path);
+    else
         unlink(path);
-    }
     if (get && j->have.count == 0)
         flags |= O_TRUNC;
     j->file = (struct client_file){
@@ -640,7 +642,7 @@ static int run(const struct options *o, const struct endpoint *src, const struct
         struct stat st;
         int rc = client_stat(&c, remote_path, &entry, err, sizeof err);
         if (rc != 0) {
-            code = die(EXIT_FAILED, "%s", rc == 1 ? "source does not exist on the server" : err);
+            code = die(EXIT_FAILED, "%s", err);
             goto out;
         }
         bool into_dir = stat(local_path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -723,14 +725,11 @@ static int run(const struct options *o, const struct endpoint *src, const struct
             goto out;
         }
     }
-    /* Every journal of the transfer goes, with any temporary one a kill
-     * left half-written. */
     for (size_t i = 0; i < p.count; i++) {
-        char path[PATH_MAX + 80], tmp[PATH_MAX + 88];
+        char path[PATH_MAX + 80];
         journal_path(&p.jobs[i], path, sizeof path);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        unlink(path);
-        unlink(tmp);
+        if (p.jobs[i].has_journal)
+            unlink(path);
     }
     finished = true;
     print_summary(o, &p, monotonic_seconds() - t0, true);

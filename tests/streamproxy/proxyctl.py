@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cprogram import assert_no_sanitizer_report, build_fixtures
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "streamproxy"
 
 
@@ -270,19 +272,7 @@ def send_and_confirm(port: int, payload: bytes) -> str:
 # ---- fixtures (imported by the test modules; a second conftest.py would
 # shadow tests/conftest.py for the other test folders) ----
 
-SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
-
-
-@pytest.fixture(scope="session")
-def builds() -> None:
-    result = subprocess.run(["make", "-C", str(SRC), "all", "asan"], capture_output=True,
-                            text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-@pytest.fixture(params=["build", "build-asan"], ids=["release", "asan"])
-def bindir(request, builds) -> Path:
-    return SRC / request.param
+builds, bindir = build_fixtures(SRC)
 
 
 @pytest.fixture
@@ -292,6 +282,5 @@ def proxy(bindir, tmp_path):
     if p.proc is not None:
         rc = p.stop()
         log = p.log_text()
-        # Sanitizer reports (leaks included, at exit) fail the test that caused them.
-        assert not any(mark in log for mark in SANITIZER_MARKS), log[-4000:]
+        assert_no_sanitizer_report(log)
         assert rc == 0, log[-2000:]

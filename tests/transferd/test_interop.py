@@ -6,29 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
-from xferctl import (SRC, Xferd, bindir, builds, area, xferd, gridftp, guc,  # noqa: F401
-                     make_files, sha256, tree_digest, xfer)
+from cprogram import check_unit_tests, run_fuzz
+from xferctl import (SRC, TOKEN, Xferd, bindir, builds, area, xferd, gridftp, guc,  # noqa: F401
+                     make_files, sha256, tree_digest, writable_dir, xfer)
 
 FILES = ("zero", "one", "k32", "m64")
 
 
 @pytest.mark.parametrize("build", ["build", "build-asan"], ids=["release", "asan"])
 def test_c_unit_tests(builds, build):
-    result = subprocess.run([str(SRC / build / "unit-tests")], capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    assert ", 0 failed" in result.stdout
+    check_unit_tests(SRC, build)
 
 
 def test_fuzz_control_parser_runs_clean_for_a_bounded_time():
-    result = subprocess.run(["make", "-C", str(SRC), "fuzz", "FUZZ_SECONDS=15"],
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "Done " in result.stderr
+    assert "Done " in run_fuzz(SRC)
 
 
 @pytest.mark.parametrize("streams", [1, 4, 8])
@@ -36,16 +30,13 @@ def test_globus_url_copy_gets_and_puts_against_sdmz_xferd(xferd, area, streams):
     src = make_files(area / "src")
     got = area / "got"
     got.mkdir()
-    up = area / "up"
-    up.mkdir()
-    up.chmod(0o777)   # mkdir honours the umask; nobody (the GridFTP user) writes here
+    up = writable_dir(area / "up")
     for name in FILES:
         r = guc("-p", str(streams), xferd.url(src[name]), f"file://{got / name}")
         assert r.returncode == 0, f"get {name}: {r.stdout}{r.stderr}"
         assert sha256(got / name) == sha256(src[name]), name
         # Writes need a token login; globus-url-copy takes it from the URL.
-        r = guc("-p", str(streams), f"file://{src[name]}",
-                f"ftp://alice:{'t0ken-for-tests'}@127.0.0.1:{xferd.port}{up / name}")
+        r = guc("-p", str(streams), f"file://{src[name]}", xferd.url(up / name, f"alice:{TOKEN}"))
         assert r.returncode == 0, f"put {name}: {r.stdout}{r.stderr}"
         assert sha256(up / name) == sha256(src[name]), name
     r = guc("-r", "-cd", "-p", str(streams), xferd.url(f"{src['tree']}/"), f"file://{got}/tree/")
@@ -64,13 +55,11 @@ def test_globus_url_copy_puts_a_tree_to_sdmz_xferd(xferd, area, streams):
     """Over cached channels, file after file (an empty one among them): each
     transfer ends only when its last stream's EOD is in."""
     src = make_files(area / "src")
-    up = area / "up"
-    up.mkdir()
-    up.chmod(0o777)
+    up = writable_dir(area / "up")
     for attempt in range(5):
         target = up / f"tree{attempt}"
         r = guc("-r", "-cd", "-p", str(streams), f"file://{src['tree']}/",
-                f"ftp://alice:t0ken-for-tests@127.0.0.1:{xferd.port}{target}/", timeout=60)
+                xferd.url(f"{target}/", f"alice:{TOKEN}"), timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
         assert tree_digest(target) == tree_digest(src["tree"])
 
@@ -81,9 +70,7 @@ def test_sdmz_xfer_gets_and_puts_against_globus_gridftp_server(builds, gridftp, 
     src = make_files(area / "src")
     got = area / "got"
     got.mkdir()
-    up = area / "up"
-    up.mkdir()
-    up.chmod(0o777)   # mkdir honours the umask; nobody (the GridFTP user) writes here
+    up = writable_dir(area / "up")
     journal = area / "journal"
     for name in FILES:
         r = xfer(bindir, "-p", str(streams), "--verify", "sha256", "--json",

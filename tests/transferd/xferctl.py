@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from cprogram import assert_no_sanitizer_report, build_fixtures
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "transferd"
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 TOKEN = "t0ken-for-tests"
 
 
@@ -54,6 +55,14 @@ def shared_dir() -> Path:
     """A directory the anonymous GridFTP user (nobody) can read and write:
     pytest's tmp_path sits under a 0700 directory."""
     path = Path(tempfile.mkdtemp(prefix="sdmz-xfer-", dir="/tmp"))
+    path.chmod(0o777)
+    return path
+
+
+def writable_dir(path: Path) -> Path:
+    """A new folder the anonymous GridFTP user (nobody) can write in: mkdir
+    honours the umask."""
+    path.mkdir()
     path.chmod(0o777)
     return path
 
@@ -169,16 +178,7 @@ def guc(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           check=False)
 
 
-@pytest.fixture(scope="session")
-def builds() -> None:
-    result = subprocess.run(["make", "-C", str(SRC), "all", "asan"], capture_output=True,
-                            text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-@pytest.fixture(params=["build", "build-asan"], ids=["release", "asan"])
-def bindir(request, builds) -> Path:
-    return SRC / request.param
+builds, bindir = build_fixtures(SRC)
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def serving(server: Xferd):
     if server.proc is not None:
         rc = server.stop()
         log = server.log_text()
-        assert not any(mark in log for mark in SANITIZER_MARKS), log[-4000:]
+        assert_no_sanitizer_report(log)
         assert rc == 0, log[-2000:]
 
 
