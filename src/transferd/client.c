@@ -693,7 +693,7 @@ static int send_file(struct client *c, struct client_file *f, char *err, size_t 
         .file_fd = f->local_fd, .start = 0, .end = f->size, .skip = f->have,
         .tuning = &c->tuning, .progress = c->progress,
     };
-    return modee_send(c->cache.fds, c->cache.count, &job, &f->stats, err, errlen);
+    return modee_send(&c->cache, &job, &f->stats, err, errlen);
 }
 
 /* Sending failed because the receiving server dropped the data connections:

@@ -15,10 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "filesink.h"
 #include "modee.h"
 #include "netaddr.h"
-
-#define RECV_BUFFER_SIZE (4u << 20)
 
 double monotonic_seconds(void)
 {
@@ -69,6 +68,10 @@ void data_cache_close(struct data_cache *cache)
     for (unsigned i = 0; i < cache->count; i++)
         close(cache->fds[i]);
     cache->count = 0;
+    for (unsigned i = 0; i < DATA_STREAMS_MAX; i++) {
+        stream_thread_stop(&cache->threads[i]);
+        file_sink_close(&cache->sinks[i]);
+    }
 }
 
 static uint32_t tcp_retransmits(int fd)
@@ -353,7 +356,6 @@ struct send_worker {
     int fd;
     unsigned index;
     struct stream_stats *stats;
-    pthread_t thread;
 };
 
 /* The next block to send, skipping what the receiver already has: false when
@@ -448,9 +450,10 @@ static void *send_worker_run(void *arg)
     return NULL;
 }
 
-int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
+int modee_send(struct data_cache *cache, const struct modee_send_job *job,
                struct xfer_stats *stats, char *err, size_t errlen)
 {
+    unsigned nfds = cache->count;
     struct send_shared shared = {.job = job, .cursor = job->start, .nfds = nfds,
                                  .block = block_size_for(job, nfds ? nfds : 1),
                                  .t0 = monotonic_seconds()};
@@ -465,8 +468,8 @@ int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
     pthread_mutex_init(&shared.lock, NULL);
     stats->streams = nfds;
     for (unsigned i = 0; i < nfds; i++) {
-        workers[i] = (struct send_worker){&shared, fds[i], i, &stats->stream[i], 0};
-        int rc = pthread_create(&workers[i].thread, NULL, send_worker_run, &workers[i]);
+        workers[i] = (struct send_worker){&shared, cache->fds[i], i, &stats->stream[i]};
+        int rc = stream_thread_start(&cache->threads[i], send_worker_run, &workers[i]);
         if (rc != 0) {
             send_fail(&shared, "pthread_create", rc);
             break;
@@ -474,7 +477,7 @@ int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
         started++;
     }
     for (unsigned i = 0; i < started; i++)
-        pthread_join(workers[i].thread, NULL);
+        stream_thread_join(&cache->threads[i]);
     pthread_mutex_destroy(&shared.lock);
     stats->seconds = monotonic_seconds() - shared.t0;
     for (unsigned i = 0; i < nfds; i++)
@@ -507,7 +510,7 @@ struct recv_worker {
     bool done;
     uint32_t retrans0;
     struct stream_stats *stats;
-    pthread_t thread;
+    struct file_sink *sink;
 };
 
 static void recv_wake(struct recv_shared *shared)
@@ -548,40 +551,34 @@ static void recv_write_failed(struct recv_shared *shared, const char *what, int 
     recv_fail(shared, "%s: %s", what, strerror(err));
 }
 
-static int recv_payload(struct recv_worker *w, char *buf, uint64_t offset, uint64_t count)
+static int recv_payload(struct recv_worker *w, uint64_t offset, uint64_t count)
 {
     struct recv_shared *shared = w->shared;
     struct modee_recv_job *job = shared->job;
 
     while (count > 0) {
-        size_t want = count < RECV_BUFFER_SIZE ? (size_t)count : RECV_BUFFER_SIZE;
-        int rc = read_all(w->fd, buf, want);
-        if (rc <= 0) {
-            recv_fail(shared, "data connection closed inside a block (%s)",
-                      rc == 0 ? "end of stream" : strerror(errno));
+        enum sink_failure failure;
+        ssize_t n = file_sink_move(w->sink, w->fd, job->file_fd, offset + job->offset_shift,
+                                   count < SIZE_MAX ? (size_t)count : SIZE_MAX, &failure);
+        if (n <= 0 && failure == SINK_FILE) {
+            recv_write_failed(shared, "writing the file", errno);
             return -1;
         }
-        for (size_t done = 0; done < want;) {
-            ssize_t n = pwrite(job->file_fd, buf + done, want - done,
-                               (off_t)(offset + job->offset_shift + done));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                recv_write_failed(shared, "writing the file", n < 0 ? errno : EIO);
-                return -1;
-            }
-            done += (size_t)n;
+        if (n <= 0) {
+            recv_fail(shared, "data connection closed inside a block (%s)",
+                      n == 0 ? "end of stream" : strerror(errno));
+            return -1;
         }
         pthread_mutex_lock(&shared->lock);
-        bool added = ftp_ranges_add(job->received, offset, offset + want);
+        bool added = ftp_ranges_add(job->received, offset, offset + (uint64_t)n);
         pthread_mutex_unlock(&shared->lock);
         if (!added) {
             recv_fail(shared, "%s", "blocks arrive too scattered to track (more than 64 holes)");
             return -1;
         }
-        count_moved(w->stats, shared->t0, want, job->progress);
-        offset += want;
-        count -= want;
+        count_moved(w->stats, shared->t0, (uint64_t)n, job->progress);
+        offset += (uint64_t)n;
+        count -= (uint64_t)n;
     }
     return 0;
 }
@@ -590,15 +587,10 @@ static void *recv_worker_run(void *arg)
 {
     struct recv_worker *w = arg;
     struct recv_shared *shared = w->shared;
-    char *buf = malloc(RECV_BUFFER_SIZE);
     uint8_t raw[MODEE_HEADER_LEN];
     char reason[160];
-
-    if (!buf) {
-        recv_fail(shared, "%s", "out of memory");
-        return NULL;
-    }
     bool eod = false;
+
     for (;;) {
         struct modee_header h;
         int rc = read_all(w->fd, raw, sizeof raw);
@@ -611,7 +603,7 @@ static void *recv_worker_run(void *arg)
             recv_fail(shared, "%s", reason);
             break;
         }
-        if (h.count && recv_payload(w, buf, h.offset, h.count) < 0)
+        if (h.count && recv_payload(w, h.offset, h.count) < 0)
             break;
         if (h.descriptor & MODEE_EOF) {
             pthread_mutex_lock(&shared->lock);
@@ -625,7 +617,6 @@ static void *recv_worker_run(void *arg)
         }
     }
     w->stats->retrans = tcp_retransmits(w->fd) - w->retrans0;
-    free(buf);
     /* The EOD is counted and the worker marked done in one step: the waiter
      * may end the transfer as soon as the count is complete, and must never
      * take a stream that reached its EOD for one still reading (and cut it,
@@ -651,8 +642,9 @@ static int recv_start(struct recv_shared *shared, struct recv_worker *workers, u
         return -1;
     }
     *w = (struct recv_worker){.shared = shared, .fd = fd, .retrans0 = tcp_retransmits(fd),
-                              .stats = &stats->stream[*count]};
-    rc = pthread_create(&w->thread, NULL, recv_worker_run, w);
+                              .stats = &stats->stream[*count],
+                              .sink = &shared->job->cache->sinks[*count]};
+    rc = stream_thread_start(&shared->job->cache->threads[*count], recv_worker_run, w);
     if (rc != 0) {
         close(fd);
         recv_fail(shared, "pthread_create: %s", strerror(rc));
@@ -786,7 +778,7 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
         }
     pthread_mutex_unlock(&shared.lock);
     for (unsigned i = 0; i < count; i++)
-        pthread_join(workers[i].thread, NULL);
+        stream_thread_join(&job->cache->threads[i]);
     /* What was written before a failure is reported too, if it can be
      * synced: a sender vanishing or a disk filling up mid-file is what
      * restart markers exist for. */
@@ -842,45 +834,32 @@ int stream_send_buf(int sock, const char *buf, size_t len, char *err, size_t err
 int stream_recv_fd(int sock, int file_fd, uint64_t start, struct xfer_stats *stats,
                    char *err, size_t errlen)
 {
-    char *buf = malloc(RECV_BUFFER_SIZE);
+    struct file_sink sink = {0};
     double t0 = monotonic_seconds();
-    off_t offset = (off_t)start;
     int rc = -1;
 
     memset(stats, 0, sizeof *stats);
     stats->streams = 1;
-    if (!buf) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     for (;;) {
-        ssize_t n = recv(sock, buf, RECV_BUFFER_SIZE, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
+        enum sink_failure failure;
+        ssize_t n = file_sink_move(&sink, sock, file_fd, start + stats->bytes, SIZE_MAX, &failure);
+        if (n == 0)
+            break;
+        if (n < 0 && failure == SINK_FILE) {
+            stats->write_errno = errno;
+            snprintf(err, errlen, "writing the file: %s", strerror(errno));
+            goto out;
+        }
         if (n < 0) {
             snprintf(err, errlen, "receiving: %s", strerror(errno));
             goto out;
         }
-        if (n == 0)
-            break;
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = pwrite(file_fd, buf + done, (size_t)(n - done), offset + done);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                stats->write_errno = w < 0 ? errno : EIO;
-                snprintf(err, errlen, "writing the file: %s", strerror(stats->write_errno));
-                goto out;
-            }
-            done += w;
-        }
-        offset += n;
         stats->bytes += (uint64_t)n;
     }
     stats->stream[0].bytes = stats->bytes;
     stats->seconds = stats->stream[0].last = monotonic_seconds() - t0;
     rc = 0;
 out:
-    free(buf);
+    file_sink_close(&sink);
     return rc;
 }

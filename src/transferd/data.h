@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "filesink.h"
 #include "ftp.h"
+#include "streamthread.h"
 
 #define DATA_STREAMS_MAX 32
 #define DATA_BLOCK_DEFAULT (4u << 20)
@@ -49,12 +51,16 @@ double xfer_imbalance(const struct xfer_stats *stats);
 void xfer_format_retrans(const struct xfer_stats *stats, char *buf, size_t len);
 
 /* Open MODE E connections kept between transfers (GridFTP's data channel
- * caching): the next transfer in the same direction reuses them. */
+ * caching): the next transfer in the same direction reuses them, and the
+ * threads and receiving pipes that served them. A zeroed cache is empty. */
 struct data_cache {
     int fds[DATA_STREAMS_MAX];
     unsigned count;
     bool sending;           /* the direction they were opened for */
+    struct stream_thread threads[DATA_STREAMS_MAX];
+    struct file_sink sinks[DATA_STREAMS_MAX];
 };
+/* Closes the connections and ends the threads. */
 void data_cache_close(struct data_cache *cache);
 
 /* Sockets. */
@@ -82,7 +88,8 @@ struct modee_send_job {
     bool close_after;       /* send CLOSE with EOD and close the connections */
     atomic_uint_least64_t *progress;   /* optional: bytes sent are added here */
 };
-int modee_send(const int *fds, unsigned nfds, const struct modee_send_job *job,
+/* Over the cache's connections (opened for sending). */
+int modee_send(struct data_cache *cache, const struct modee_send_job *job,
                struct xfer_stats *stats, char *err, size_t errlen);
 
 /* MODE E receiving into file_fd at block offset + offset_shift. Connections

@@ -390,7 +390,7 @@ static void cmd_retr(struct session *s, const char *arg, bool partial)
             .file_fd = fd, .start = start, .end = end, .offset_shift = start,
             .skip = restart ? &s->rest : NULL, .tuning = &s->tuning,
         };
-        rc = modee_send(s->cache.fds, s->cache.count, &job, &t.stats, err, sizeof err);
+        rc = modee_send(&s->cache, &job, &t.stats, err, sizeof err);
         if (rc < 0)
             data_cache_close(&s->cache);
     } else {

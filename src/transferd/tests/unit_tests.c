@@ -2,18 +2,22 @@
  * headers, path confinement and checksums. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cksum.h"
 #include "data.h"
+#include "filesink.h"
 #include "ftp.h"
 #include "modee.h"
 #include "netaddr.h"
 #include "rootfs.h"
+#include "streamthread.h"
 
 static unsigned checks, failures;
 
@@ -227,6 +231,116 @@ static void test_imbalance(void)
     CHECK(xfer_imbalance(&s) == 0.0);
 }
 
+/* A socket pair whose writing end got len bytes of a pattern and was shut. */
+static int fed_socket(size_t len)
+{
+    int sv[2];
+    char *data = malloc(len);
+
+    if (!data || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0) {
+        free(data);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++)
+        data[i] = (char)(i * 7 + i / 4096);
+    if (write(sv[1], data, len) != (ssize_t)len)
+        len = 0;
+    close(sv[1]);
+    free(data);
+    return len ? sv[0] : -1;
+}
+
+/* Moves everything from sock into fd at offset 1000; true if the file
+ * then holds exactly the pattern there and the end was seen. */
+static bool sink_all(struct file_sink *sink, int sock, int fd, size_t len)
+{
+    enum sink_failure failure;
+    uint64_t at = 1000;
+    ssize_t n;
+    bool same = true;
+
+    while ((n = file_sink_move(sink, sock, fd, at, 64 << 10, &failure)) > 0)
+        at += (uint64_t)n;
+    if (n != 0 || failure != SINK_SOCKET || at != 1000 + len)
+        return false;
+    char *back = malloc(len);
+    if (!back || pread(fd, back, len, 1000) != (ssize_t)len)
+        same = false;
+    for (size_t i = 0; same && i < len; i++)
+        same = back[i] == (char)(i * 7 + i / 4096);
+    free(back);
+    return same;
+}
+
+static void test_file_sink(void)
+{
+    char path[] = "/tmp/sdmz-sink-XXXXXX";
+    int fd = mkstemp(path), sock;
+    struct file_sink sink = {0};
+    enum sink_failure failure;
+
+    CHECK(fd >= 0);
+    unlink(path);
+    /* Spliced: the bytes land at their offsets, and the sink keeps splicing. */
+    sock = fed_socket(150000);
+    CHECK(sock >= 0 && sink_all(&sink, sock, fd, 150000) && !sink.copy_only);
+    close(sock);
+    /* A file that refuses splice (O_APPEND: EINVAL) gets the bytes copied. */
+    CHECK(ftruncate(fd, 1000) == 0);
+    int append = open(path, O_RDWR | O_CREAT | O_APPEND, 0600);
+    CHECK(append >= 0);
+    unlink(path);
+    CHECK(ftruncate(append, 1000) == 0);
+    sock = fed_socket(70000);
+    CHECK(sock >= 0 && sink_all(&sink, sock, append, 70000) && sink.copy_only);
+    close(sock);
+    close(append);
+    file_sink_close(&sink);
+    /* A file that cannot be written: a file failure, not a socket one. */
+    int readonly = open("/dev/null", O_RDONLY);
+    sock = fed_socket(1000);
+    CHECK(file_sink_move(&sink, sock, readonly, 0, 1000, &failure) < 0 && failure == SINK_FILE);
+    close(sock);
+    close(readonly);
+    file_sink_close(&sink);
+    close(fd);
+}
+
+struct thread_probe {
+    pthread_t self;
+    unsigned runs;
+};
+
+static void *probe_task(void *arg)
+{
+    struct thread_probe *probe = arg;
+
+    probe->self = pthread_self();
+    probe->runs++;
+    return NULL;
+}
+
+static void test_stream_thread(void)
+{
+    struct stream_thread t = {0};
+    struct thread_probe first = {0}, second = {0};
+
+    CHECK(stream_thread_start(&t, probe_task, &first) == 0);
+    stream_thread_join(&t);
+    CHECK(stream_thread_start(&t, probe_task, &second) == 0);
+    stream_thread_join(&t);
+    /* Both tasks ran once, on the same thread, which is not the caller. */
+    CHECK(first.runs == 1 && second.runs == 1);
+    CHECK(pthread_equal(first.self, second.self) && !pthread_equal(first.self, pthread_self()));
+    stream_thread_stop(&t);
+    CHECK(!t.alive);
+    CHECK(stream_thread_start(&t, probe_task, &first) == 0);
+    stream_thread_join(&t);
+    CHECK(first.runs == 2);
+    stream_thread_stop(&t);
+    stream_thread_stop(&t);   /* stopping a stopped thread is harmless */
+}
+
 int main(void)
 {
     test_commands();
@@ -237,6 +351,8 @@ int main(void)
     test_rootfs();
     test_cksum();
     test_imbalance();
+    test_file_sink();
+    test_stream_thread();
     printf("unit-tests: %u checks, %u failed\n", checks, failures);
     return failures ? 1 : 0;
 }
