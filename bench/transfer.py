@@ -4,7 +4,12 @@ globus-gridftp-server at the same -p, scp and rsync (over a private sshd),
 cp, and iperf3 memory-to-memory as the limit; on loopback, side by side in
 one run. Workloads: one big file (4 GiB; BENCH_BIG_BYTES) and 10,000 files
 of 32 KiB (BENCH_SMALL_FILES), tmpfs to tmpfs (/dev/shm). Every copy is
-compared with its source before it counts. Writes a table,
+compared with its source before it counts. Each measurement is repeated
+BENCH_REPEATS times (3), the peers in a rotated order each round, and the
+median counts; one untimed cp of each workload runs first, because on a
+virtual machine the first copy into memory the guest never touched pays for
+the host backing it (here up to 3 x slower), and whoever ran first took
+that penalty. Writes a table,
 build/bench/transfer.json and build/bench/transfer.png. A benchmark: it
 reports ratios, it asserts nothing."""
 from __future__ import annotations
@@ -29,6 +34,7 @@ BIG_BYTES = int(os.environ.get("BENCH_BIG_BYTES", str(4 << 30)))
 SMALL_FILES = int(os.environ.get("BENCH_SMALL_FILES", "10000"))
 SMALL_BYTES = 32 << 10
 STREAMS = [int(p) for p in os.environ.get("BENCH_STREAMS", "1,4").split(",")]
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 IPERF_SECONDS = 5
 PORTS = {"xferd": 27301, "gridftp": 27302, "sshd": 27303, "iperf3": 27304}
 DATA_PORTS = "27400-27499"
@@ -170,6 +176,26 @@ def measure(peer: str, streams: int, src: Path, work: Path, tree: bool, key: Pat
     return row
 
 
+def median_row(runs: list[dict]) -> dict:
+    """The run with the median time, and every run's seconds beside it."""
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    return {**ordered[len(ordered) // 2], "runs": [r["seconds"] for r in runs]}
+
+
+def measure_all(peers: list[tuple[str, int]], workload: str, src: Path, work: Path, tree: bool,
+                key: Path) -> dict:
+    measure("cp", 1, src, work, tree, key)   # the warm-up (see the docstring)
+    runs: dict[str, list[dict]] = {}
+    for round_ in range(REPEATS):
+        shift = round_ % len(peers)
+        for peer, streams in peers[shift:] + peers[:shift]:
+            name = "%s/%d" % (peer, streams)
+            print("measuring %-6s %-16s -p %d  (round %d of %d)"
+                  % (workload, peer, streams, round_ + 1, REPEATS), file=sys.stderr)
+            runs.setdefault(name, []).append(measure(peer, streams, src, work, tree, key))
+    return {"%s/%d" % p: median_row(runs["%s/%d" % p]) for p in peers}
+
+
 def main() -> int:
     missing = [tool for tool in ("iperf3", "globus-url-copy", "globus-gridftp-server", "scp",
                                  "rsync", "ssh-keygen") if not shutil.which(tool)]
@@ -178,7 +204,7 @@ def main() -> int:
               % ", ".join(missing or ["src/transferd/build"]), file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"cpus": os.cpu_count(), "big_bytes": BIG_BYTES, "small_files": SMALL_FILES,
+    results = {"cpus": os.cpu_count(), "repeats": REPEATS, "big_bytes": BIG_BYTES, "small_files": SMALL_FILES,
                "small_bytes": SMALL_BYTES, "streams": STREAMS, "iperf3_bps": {}, "big": {},
                "small": {}, "notes": []}
     work = Path(tempfile.mkdtemp(prefix="sdmz-bench-", dir="/dev/shm"))
@@ -193,14 +219,10 @@ def main() -> int:
         peers += [(p, 1) for p in ("scp", "rsync") if not servers.ssh_reason] + [("cp", 1)]
         try:
             for streams in STREAMS:
-                results["iperf3_bps"][str(streams)] = iperf3(streams)
+                rates = sorted(iperf3(streams) for _ in range(REPEATS))
+                results["iperf3_bps"][str(streams)] = rates[len(rates) // 2]
             for workload, src, tree in (("big", big, False), ("small", small, True)):
-                for peer, streams in peers:
-                    key = "%s/%d" % (peer, streams)
-                    print("measuring %-6s %-16s -p %d" % (workload, peer, streams),
-                          file=sys.stderr)
-                    results[workload][key] = measure(peer, streams, src, work, tree,
-                                                           servers.key)
+                results[workload] = measure_all(peers, workload, src, work, tree, servers.key)
         finally:
             servers.stop()
     finally:
@@ -211,8 +233,8 @@ def main() -> int:
 
 def report(results: dict) -> None:
     big_bits = results["big_bytes"] * 8
-    print("\nOne file of %.1f GiB, tmpfs to tmpfs, loopback, %d CPUs"
-          % (results["big_bytes"] / (1 << 30), results["cpus"]))
+    print("\nOne file of %.1f GiB, tmpfs to tmpfs, loopback, %d CPUs; median of %d runs"
+          % (results["big_bytes"] / (1 << 30), results["cpus"], results["repeats"]))
     print("%-22s %9s %9s %10s" % ("peer", "seconds", "Gbit/s", "imbalance"))
     for key, row in results["big"].items():
         row["gbps"] = big_bits / row["seconds"] / 1e9

@@ -467,8 +467,16 @@ int modee_send(struct data_cache *cache, const struct modee_send_job *job,
     }
     pthread_mutex_init(&shared.lock, NULL);
     stats->streams = nfds;
+    /* What fits in one block goes out from this thread, one stream after
+     * the other: handing a small file to a thread per stream costs more in
+     * wakeups than sending it. */
+    bool one_block = job->end - job->start <= shared.block;
     for (unsigned i = 0; i < nfds; i++) {
         workers[i] = (struct send_worker){&shared, cache->fds[i], i, &stats->stream[i]};
+        if (one_block) {
+            send_worker_run(&workers[i]);
+            continue;
+        }
         int rc = stream_thread_start(&cache->threads[i], send_worker_run, &workers[i]);
         if (rc != 0) {
             send_fail(&shared, "pthread_create", rc);
