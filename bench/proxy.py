@@ -3,7 +3,11 @@
 sdmz-proxy, HAProxy (TCP mode, splice) and socat, on loopback, side by side in
 one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8).
 Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
-ping-pong (sdmz-msgbench). Writes a table, build/bench/proxy.json and
+ping-pong (sdmz-msgbench). Every chain is up for the whole run, and each
+point is measured BENCH_REPEATS times (3) with the peers interleaved in a
+rotated order, the median counting: on a shared machine the direct rate
+drifts by 2 x within a run, so a ratio is only fair between measurements
+taken side by side. Writes a table, build/bench/proxy.json and
 build/bench/proxy.png. A benchmark: it reports ratios, it asserts nothing."""
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from benchlib import report_targets, wait_port, write_results
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "streamproxy" / "build"
 OUT = ROOT / "build" / "bench"
-SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "2"))
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 SIZES = [512 << i for i in range(12)]  # 512 B ... 1 MiB
 PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
 
@@ -89,6 +94,19 @@ def latency(entry: int) -> float:
     return json.loads(result.stdout)["rtt_us_p50"]
 
 
+def median(values: list) -> float | None:
+    """The median of the runs that worked (None if none did)."""
+    ok = sorted(v for v in values if v is not None)
+    return ok[len(ok) // 2] if ok else None
+
+
+def rotations(peers: list[str]):
+    """The peers in a different order each round, so none always goes first."""
+    for round_ in range(REPEATS):
+        shift = round_ % len(peers)
+        yield peers[shift:] + peers[:shift]
+
+
 def main() -> int:
     missing = [tool for tool in ("iperf3", "haproxy", "socat") if not shutil.which(tool)]
     if missing or not (BIN / "sdmz-proxy").exists():
@@ -96,33 +114,45 @@ def main() -> int:
               % ", ".join(missing or ["src/streamproxy/build"]), file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"seconds_per_point": SECONDS, "cpus": os.cpu_count(), "goodput_bps": {},
-               "rtt_us_p50": {}}
+    results = {"seconds_per_point": SECONDS, "repeats": REPEATS, "cpus": os.cpu_count(),
+               "goodput_bps": {}, "rtt_us_p50": {}}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        iperf_port, echo_port, base = 27201, 27202, 27210
+        iperf_port, echo_port = 27201, 27202
         iperf = subprocess.Popen(["iperf3", "-s", "-p", str(iperf_port)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         echo = subprocess.Popen([str(BIN / "sdmz-msgbench"), "echo", "--listen",
                                  "127.0.0.1:%d" % echo_port])
         wait_port(iperf_port)
         wait_port(echo_port)
+        chains: dict[tuple[str, str], Chain] = {}
         try:
+            base = 27210
             for hops in (1, 2):
                 for peer in PEERS:
                     key = "%s/%d" % (peer, hops)
-                    path = Chain(peer, hops, iperf_port, base, workdir)
-                    try:
-                        results["goodput_bps"][key] = {str(s): goodput(path.entry, s) for s in SIZES}
-                    finally:
-                        path.close()
-                    path = Chain(peer, hops, echo_port, base + 5, workdir)
-                    try:
-                        results["rtt_us_p50"][key] = latency(path.entry)
-                    finally:
-                        path.close()
-                    print("measured %-12s %d hop(s)" % (peer, hops), file=sys.stderr)
+                    chains[key, "iperf"] = Chain(peer, hops, iperf_port, base, workdir)
+                    chains[key, "echo"] = Chain(peer, hops, echo_port, base + 2, workdir)
+                    base += 4
+            for hops in (1, 2):
+                keys = ["%s/%d" % (p, hops) for p in PEERS]
+                for size in SIZES:
+                    runs: dict[str, list] = {k: [] for k in keys}
+                    for order in rotations(keys):
+                        for key in order:
+                            runs[key].append(goodput(chains[key, "iperf"].entry, size))
+                    for key in keys:
+                        results["goodput_bps"].setdefault(key, {})[str(size)] = median(runs[key])
+                    print("measured %d hop(s), %7d B" % (hops, size), file=sys.stderr)
+                rtts: dict[str, list] = {k: [] for k in keys}
+                for order in rotations(keys):
+                    for key in order:
+                        rtts[key].append(latency(chains[key, "echo"].entry))
+                for key in keys:
+                    results["rtt_us_p50"][key] = median(rtts[key])
         finally:
+            for chain in chains.values():
+                chain.close()
             iperf.terminate()
             echo.terminate()
     report(results)
@@ -133,7 +163,8 @@ def report(results: dict) -> None:
     g, rtt = results["goodput_bps"], results["rtt_us_p50"]
     ratios, targets = {}, []
     for hops in (1, 2):
-        print("\n%d hop(s): goodput in Gbit/s by write size" % hops)
+        print("\n%d hop(s): goodput in Gbit/s by write size (median of %d runs)"
+              % (hops, results["repeats"]))
         print("%-8s" % "size" + "".join("%12s" % p for p in PEERS) +
               "  proxy/direct proxy/haproxy proxy/socat")
         for size in SIZES:
