@@ -9,6 +9,7 @@
 /* One splice or one recv moves at most this much: a pipe this size (the
  * default pipe-max-size), and the copy path's buffer. */
 #define SINK_CHUNK (1u << 20)
+#define SINK_PIPE_MIN (64u << 10)
 
 static void close_pipe(struct file_sink *sink)
 {
@@ -132,7 +133,9 @@ static int make_pipe(struct file_sink *sink)
         /* EPERM above pipe-max-size for an unprivileged user: keep it. */
     }
     size = fcntl(sink->pipe[1], F_GETPIPE_SZ);
-    if (size <= 0) {
+    /* A user past fs.pipe-user-pages-soft gets pipes of two pages; moving
+     * 8 KiB per two splices costs more than the copy it saves. */
+    if (size < (int)SINK_PIPE_MIN) {
         close(sink->pipe[0]);
         close(sink->pipe[1]);
         return -1;

@@ -1,8 +1,9 @@
 /* Moving received bytes from a data connection into a file. splice() through
  * a pipe, so the payload is copied once (into the page cache) instead of
- * twice (into a buffer, then into the page cache); where the file cannot
- * take a splice (EINVAL: O_APPEND, some file systems) it falls back to
- * recv() and pwrite() through a buffer, for good. One sink per receiving
+ * twice (into a buffer, then into the page cache). Where the file cannot
+ * take a splice (EINVAL: O_APPEND, some file systems), or the user's pipe
+ * limit leaves only a tiny pipe, it falls back to recv() and pwrite()
+ * through a buffer, for good. One sink per receiving
  * thread, kept across files. */
 #ifndef SDMZ_FILESINK_H
 #define SDMZ_FILESINK_H
