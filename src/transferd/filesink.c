@@ -76,28 +76,25 @@ static ssize_t copy_move(struct file_sink *sink, int sock, int file_fd, uint64_t
     return n;
 }
 
-/* The file refused its first splice: the bytes already in the pipe go the
- * copy way, and so does everything after. */
+/* The file refused its first splice: the bytes already in the pipe (at
+ * most SINK_CHUNK) go the copy way, and so does everything after. One read
+ * takes all a pipe holds. */
 static int drain_by_copy(struct file_sink *sink, int file_fd, uint64_t offset, size_t len)
 {
+    ssize_t n;
+
     sink->copy_only = true;
     if (ensure_buffer(sink) < 0)
         return -1;
-    while (len > 0) {
-        ssize_t n = read(sink->pipe[0], sink->buf, len < SINK_CHUNK ? len : SINK_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EIO;
-            return -1;
-        }
-        if (pwrite_all(file_fd, sink->buf, (size_t)n, offset) < 0)
-            return -1;
-        offset += (uint64_t)n;
-        len -= (size_t)n;
+    do
+        n = read(sink->pipe[0], sink->buf, len);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)len) {
+        if (n >= 0)
+            errno = EIO;
+        return -1;
     }
-    return 0;
+    return pwrite_all(file_fd, sink->buf, len, offset);
 }
 
 static int drain_pipe(struct file_sink *sink, int file_fd, uint64_t offset, size_t len)
@@ -140,7 +137,7 @@ static int make_pipe(struct file_sink *sink)
         close(sink->pipe[1]);
         return -1;
     }
-    sink->pipe_size = (size_t)size;
+    sink->pipe_size = (size_t)size < SINK_CHUNK ? (size_t)size : SINK_CHUNK;
     return 0;
 }
 
