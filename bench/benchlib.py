@@ -6,7 +6,7 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator, Sequence
 
 
 def wait_port(port: int, timeout: float = 10) -> None:
@@ -33,3 +33,17 @@ def write_results(out: Path, name: str, results: dict, plot: Callable[[dict], No
     (out / (name + ".json")).write_text(json.dumps(results, indent=2) + "\n")
     plot(results)
     print("\nwrote build/bench/%s.json and build/bench/%s.png" % (name, name))
+
+
+def rotations(items: Sequence, rounds: int) -> Iterator[list]:
+    """items in a different order each round, so that none always goes first
+    (on a shared machine, going first is a condition of its own)."""
+    for round_ in range(rounds):
+        shift = round_ % len(items)
+        yield list(items[shift:]) + list(items[:shift])
+
+
+def median(values: list, key: Callable[[Any], float] | None = None) -> Any:
+    """The middle one of the values that are not None (None if none are)."""
+    ok = sorted((v for v in values if v is not None), key=key)
+    return ok[len(ok) // 2] if ok else None

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import report_targets, wait_port, write_results
+from benchlib import median, report_targets, rotations, wait_port, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "streamproxy" / "build"
@@ -94,19 +94,6 @@ def latency(entry: int) -> float:
     return json.loads(result.stdout)["rtt_us_p50"]
 
 
-def median(values: list) -> float | None:
-    """The median of the runs that worked (None if none did)."""
-    ok = sorted(v for v in values if v is not None)
-    return ok[len(ok) // 2] if ok else None
-
-
-def rotations(peers: list[str]):
-    """The peers in a different order each round, so none always goes first."""
-    for round_ in range(REPEATS):
-        shift = round_ % len(peers)
-        yield peers[shift:] + peers[:shift]
-
-
 def main() -> int:
     missing = [tool for tool in ("iperf3", "haproxy", "socat") if not shutil.which(tool)]
     if missing or not (BIN / "sdmz-proxy").exists():
@@ -138,14 +125,14 @@ def main() -> int:
                 keys = ["%s/%d" % (p, hops) for p in PEERS]
                 for size in SIZES:
                     runs: dict[str, list] = {k: [] for k in keys}
-                    for order in rotations(keys):
+                    for order in rotations(keys, REPEATS):
                         for key in order:
                             runs[key].append(goodput(chains[key, "iperf"].entry, size))
                     for key in keys:
                         results["goodput_bps"].setdefault(key, {})[str(size)] = median(runs[key])
                     print("measured %d hop(s), %7d B" % (hops, size), file=sys.stderr)
                 rtts: dict[str, list] = {k: [] for k in keys}
-                for order in rotations(keys):
+                for order in rotations(keys, REPEATS):
                     for key in order:
                         rtts[key].append(latency(chains[key, "echo"].entry))
                 for key in keys:

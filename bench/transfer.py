@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import report_targets, wait_port, write_results
+from benchlib import median, report_targets, rotations, wait_port, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "transferd" / "build"
@@ -176,24 +176,19 @@ def measure(peer: str, streams: int, src: Path, work: Path, tree: bool, key: Pat
     return row
 
 
-def median_row(runs: list[dict]) -> dict:
-    """The run with the median time, and every run's seconds beside it."""
-    ordered = sorted(runs, key=lambda r: r["seconds"])
-    return {**ordered[len(ordered) // 2], "runs": [r["seconds"] for r in runs]}
-
-
 def measure_all(peers: list[tuple[str, int]], workload: str, src: Path, work: Path, tree: bool,
                 key: Path) -> dict:
+    """Each peer REPEATS times: its median run, with every run's seconds."""
     measure("cp", 1, src, work, tree, key)   # the warm-up (see the docstring)
-    runs: dict[str, list[dict]] = {}
-    for round_ in range(REPEATS):
-        shift = round_ % len(peers)
-        for peer, streams in peers[shift:] + peers[:shift]:
-            name = "%s/%d" % (peer, streams)
+    runs: dict[tuple[str, int], list[dict]] = {p: [] for p in peers}
+    for round_, order in enumerate(rotations(peers, REPEATS)):
+        for peer, streams in order:
             print("measuring %-6s %-16s -p %d  (round %d of %d)"
                   % (workload, peer, streams, round_ + 1, REPEATS), file=sys.stderr)
-            runs.setdefault(name, []).append(measure(peer, streams, src, work, tree, key))
-    return {"%s/%d" % p: median_row(runs["%s/%d" % p]) for p in peers}
+            runs[peer, streams].append(measure(peer, streams, src, work, tree, key))
+    return {"%s/%d" % p: {**median(r, key=lambda row: row["seconds"]),
+                          "runs": [row["seconds"] for row in r]}
+            for p, r in runs.items()}
 
 
 def main() -> int:
@@ -204,8 +199,8 @@ def main() -> int:
               % ", ".join(missing or ["src/transferd/build"]), file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"cpus": os.cpu_count(), "repeats": REPEATS, "big_bytes": BIG_BYTES, "small_files": SMALL_FILES,
-               "small_bytes": SMALL_BYTES, "streams": STREAMS, "iperf3_bps": {}, "big": {},
+    results = {"cpus": os.cpu_count(), "repeats": REPEATS, "big_bytes": BIG_BYTES,
+               "small_files": SMALL_FILES, "small_bytes": SMALL_BYTES, "streams": STREAMS, "iperf3_bps": {}, "big": {},
                "small": {}, "notes": []}
     work = Path(tempfile.mkdtemp(prefix="sdmz-bench-", dir="/dev/shm"))
     work.chmod(0o755)
@@ -219,8 +214,8 @@ def main() -> int:
         peers += [(p, 1) for p in ("scp", "rsync") if not servers.ssh_reason] + [("cp", 1)]
         try:
             for streams in STREAMS:
-                rates = sorted(iperf3(streams) for _ in range(REPEATS))
-                results["iperf3_bps"][str(streams)] = rates[len(rates) // 2]
+                results["iperf3_bps"][str(streams)] = median([iperf3(streams)
+                                                              for _ in range(REPEATS)])
             for workload, src, tree in (("big", big, False), ("small", small, True)):
                 results[workload] = measure_all(peers, workload, src, work, tree, servers.key)
         finally:

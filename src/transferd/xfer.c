@@ -137,6 +137,7 @@ struct journals {
     char done_path[PATH_MAX];
     char (*finished)[65];       /* --resume: the KEYs read from it, sorted */
     size_t nfinished;
+    bool any_journal;           /* the folder held a KEY.journal(.tmp) when opened */
 };
 
 /* One file of the transfer, with its journal. */
@@ -174,6 +175,23 @@ static int compare_keys(const void *a, const void *b)
     return memcmp(a, b, 64);
 }
 
+/* Whether dir holds any file journal (or a temporary one): when it holds
+ * none, as after every clean run, no file needs its stale journal looked
+ * for, and a tree of small files is spared two system calls a file. */
+static bool dir_has_journal(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool found = false;
+
+    if (!d)
+        return true;   /* cannot tell: look per file */
+    while (!found && (e = readdir(d)))
+        found = strstr(e->d_name, ".journal") != NULL;
+    closedir(d);
+    return found;
+}
+
 /* Opens the transfer's done log; with --resume, reads what it lists first.
  * Lines that are not a whole KEY (torn by a crash) are ignored. */
 static int journals_open(struct journals *js, const char *direction, const char *src,
@@ -182,6 +200,7 @@ static int journals_open(struct journals *js, const char *direction, const char 
     char top[65], line[80];
     size_t cap = 0;
 
+    js->any_journal = dir_has_journal(js->dir);
     journal_key(direction, src, dst, top);
     if (snprintf(js->done_path, sizeof js->done_path, "%s/%s.done", js->dir, top) >=
         (int)sizeof js->done_path) {
@@ -236,6 +255,8 @@ static void journal_load(struct job *j)
             ftp_ranges_add(&j->have, 0, j->size);
         return;
     }
+    if (!js->any_journal)
+        return;
     journal_path(j, path, sizeof path);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -530,14 +551,16 @@ static int open_job(const struct options *o, struct job *j, bool get)
     /* What an earlier, killed run may have left: a half-written temporary
      * journal, never trusted; and, when starting over, a journal that would
      * describe a file this run replaces. */
-    char path[PATH_MAX + 80], tmp[PATH_MAX + 88];
-    journal_path(j, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    unlink(tmp);
+    if (j->journals->any_journal) {
+        char path[PATH_MAX + 80], tmp[PATH_MAX + 88];
+        journal_path(j, path, sizeof path);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        unlink(tmp);
+        if (!o->resume)
+            unlink(path);
+    }
     if (o->resume)
         journal_load(j);
-    else
-        unlink(path);
     if (get && j->have.count == 0)
         flags |= O_TRUNC;
     j->file = (struct client_file){

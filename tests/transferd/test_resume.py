@@ -109,6 +109,28 @@ def test_client_killed_mid_get_resumes(bindir, paced_xferd, big, tmp_path):
     assert 0 < summary["bytes"] <= SIZE - sum(end - start for start, end in held)
 
 
+def test_a_run_without_resume_starts_over_and_removes_stale_journals(bindir, paced_xferd, big,
+                                                                     area, tmp_path):
+    """A killed run's journal, and a half-written temporary one, describe a
+    file that a run without --resume replaces: that run must send it whole
+    and leave neither behind. The rerun is unpaced, so it is over before the
+    server's first marker: only the removal at the start can clear them."""
+    journal, target = tmp_path / "journal", area / "stored"
+    url = paced_xferd.url(target, user="alice")
+    proc = start_client(bindir, journal, "--rate", PACE, str(big), url)
+    wait_for_journal(journal, proc, 8 << 20)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    [stale] = journal.glob("*.journal")
+    Path(f"{stale}.tmp").write_text("size 1\nranges 0-")
+
+    done = xfer(bindir, "-p", "4", "--json", str(big), url, journal=journal, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sha256(target) == sha256(big)
+    assert json.loads(done.stdout)["bytes"] == SIZE, "the whole file moves again"
+    assert not list(journal.iterdir()), "no journal is left behind"
+
+
 def test_client_killed_mid_put_resumes(bindir, paced_xferd, big, area, tmp_path):
     journal, target = tmp_path / "journal", area / "stored"
     url = paced_xferd.url(target, user="alice")
