@@ -665,7 +665,7 @@ static int ready_to_send(struct client *c, char *err, size_t errlen)
             data_cache_close(&c->cache);
             return -1;
         }
-        c->cache.fds[c->cache.count++] = fd;
+        data_cache_add(&c->cache, fd);
     }
     c->cache.sending = true;
     return 0;

@@ -84,6 +84,12 @@ static uint32_t tcp_retransmits(int fd)
     return info.tcpi_total_retrans;
 }
 
+void data_cache_add(struct data_cache *cache, int fd)
+{
+    cache->retrans_seen[cache->count] = tcp_retransmits(fd);
+    cache->fds[cache->count++] = fd;
+}
+
 /* Buffers before connect/listen so the window scale covers them; pacing and
  * the idle timeout on the connected socket. Failures are errors: a DTN that
  * asked for 64 MiB buffers must not silently run with the default. */
@@ -356,6 +362,7 @@ struct send_worker {
     int fd;
     unsigned index;
     struct stream_stats *stats;
+    uint32_t *retrans_seen;  /* the connection's count when its last transfer ended */
 };
 
 /* The next block to send, skipping what the receiver already has: false when
@@ -419,7 +426,6 @@ static void *send_worker_run(void *arg)
     struct send_shared *shared = w->shared;
     const struct modee_send_job *job = shared->job;
     uint8_t header[MODEE_HEADER_LEN];
-    uint32_t retrans0 = tcp_retransmits(w->fd);
     uint64_t offset, len;
 
     while (next_block(shared, &offset, &len)) {
@@ -446,7 +452,9 @@ static void *send_worker_run(void *arg)
         if (write_all(w->fd, header, sizeof header, 0) < 0)
             send_fail(shared, "data connection", errno);
     }
-    w->stats->retrans = tcp_retransmits(w->fd) - retrans0;
+    uint32_t retrans = tcp_retransmits(w->fd);
+    w->stats->retrans = retrans - *w->retrans_seen;
+    *w->retrans_seen = retrans;
     return NULL;
 }
 
@@ -472,7 +480,8 @@ int modee_send(struct data_cache *cache, const struct modee_send_job *job,
      * wakeups than sending it. */
     bool one_block = job->end - job->start <= shared.block;
     for (unsigned i = 0; i < nfds; i++) {
-        workers[i] = (struct send_worker){&shared, cache->fds[i], i, &stats->stream[i]};
+        workers[i] = (struct send_worker){&shared, cache->fds[i], i, &stats->stream[i],
+                                          &cache->retrans_seen[i]};
         if (one_block) {
             send_worker_run(&workers[i]);
             continue;
@@ -499,10 +508,14 @@ int modee_send(struct data_cache *cache, const struct modee_send_job *job,
 
 /* ---- MODE E receiving -------------------------------------------------- */
 
+/* modee_recv() polls these before any connection: wake, listener, watch. */
+#define RECV_POLL_FIXED 3
+
 struct recv_shared {
     struct modee_recv_job *job;
     pthread_mutex_t lock;
-    int wake_fd;            /* eventfd: a stream finished or failed */
+    bool threaded;          /* past one block: connections get a thread each */
+    int wake_fd;            /* eventfd, once threaded: a stream finished or failed */
     unsigned eods;
     uint64_t eods_expected; /* 0 until the EOF block arrives */
     int write_errno;
@@ -519,12 +532,17 @@ struct recv_worker {
     uint32_t retrans0;
     struct stream_stats *stats;
     struct file_sink *sink;
+    bool threaded;          /* read by a thread of its own, not by modee_recv()'s poll */
+    uint8_t raw[MODEE_HEADER_LEN];
+    size_t have;            /* of the next block's header, read so far */
 };
 
 static void recv_wake(struct recv_shared *shared)
 {
     uint64_t one = 1;
 
+    if (shared->wake_fd < 0)   /* not threaded: nobody to wake */
+        return;
     if (write(shared->wake_fd, &one, sizeof one) < 0) {
         /* An eventfd write fails only on counter overflow; the waiter
          * rechecks the state on its next timeout anyway. */
@@ -591,40 +609,46 @@ static int recv_payload(struct recv_worker *w, uint64_t offset, uint64_t count)
     return 0;
 }
 
-static void *recv_worker_run(void *arg)
+/* One block whose header is in raw: its payload into the file, then its
+ * flags. 0: more blocks follow; 1: the stream's EOD; -1: failed. */
+static int recv_block(struct recv_worker *w, const uint8_t *raw)
 {
-    struct recv_worker *w = arg;
     struct recv_shared *shared = w->shared;
-    uint8_t raw[MODEE_HEADER_LEN];
+    struct modee_header h;
     char reason[160];
-    bool eod = false;
 
-    for (;;) {
-        struct modee_header h;
-        int rc = read_all(w->fd, raw, sizeof raw);
-        if (rc <= 0) {
-            recv_fail(shared, "data connection ended before EOD (%s)",
-                      rc == 0 ? "closed by the sender" : strerror(errno));
-            break;
-        }
-        if (modee_decode(raw, &h, reason, sizeof reason) < 0) {
-            recv_fail(shared, "%s", reason);
-            break;
-        }
-        if (h.count && recv_payload(w, h.offset, h.count) < 0)
-            break;
-        if (h.descriptor & MODEE_EOF) {
-            pthread_mutex_lock(&shared->lock);
-            shared->eods_expected = h.offset;
-            pthread_mutex_unlock(&shared->lock);
-        }
-        if (h.descriptor & MODEE_EOD) {
-            w->keep = !(h.descriptor & MODEE_CLOSE);
-            eod = true;
-            break;
-        }
+    if (modee_decode(raw, &h, reason, sizeof reason) < 0) {
+        recv_fail(shared, "%s", reason);
+        return -1;
     }
-    w->stats->retrans = tcp_retransmits(w->fd) - w->retrans0;
+    if (h.count && recv_payload(w, h.offset, h.count) < 0)
+        return -1;
+    if (h.descriptor & MODEE_EOF) {
+        pthread_mutex_lock(&shared->lock);
+        shared->eods_expected = h.offset;
+        pthread_mutex_unlock(&shared->lock);
+    }
+    if (h.descriptor & MODEE_EOD) {
+        w->keep = !(h.descriptor & MODEE_CLOSE);
+        return 1;
+    }
+    return 0;
+}
+
+static void recv_ended_early(struct recv_worker *w, ssize_t rc)
+{
+    recv_fail(w->shared, "data connection ended before EOD (%s)",
+              rc == 0 ? "closed by the sender" : strerror(errno));
+}
+
+/* The stream is over, by its EOD or by a failure. */
+static void recv_worker_end(struct recv_worker *w, bool eod)
+{
+    struct recv_shared *shared = w->shared;
+    uint32_t retrans = tcp_retransmits(w->fd);
+
+    w->stats->retrans = retrans - w->retrans0;
+    w->retrans0 = retrans;   /* the baseline for the connection's next transfer */
     /* The EOD is counted and the worker marked done in one step: the waiter
      * may end the transfer as soon as the count is complete, and must never
      * take a stream that reached its EOD for one still reading (and cut it,
@@ -635,32 +659,112 @@ static void *recv_worker_run(void *arg)
     w->done = true;
     pthread_mutex_unlock(&shared->lock);
     recv_wake(shared);
+}
+
+/* A connection's own thread; it may take over from the poll in the middle
+ * of a header. */
+static void *recv_worker_run(void *arg)
+{
+    struct recv_worker *w = arg;
+    int rc;
+
+    do {
+        rc = read_all(w->fd, w->raw + w->have, sizeof w->raw - w->have);
+        if (rc <= 0) {
+            recv_ended_early(w, rc);
+            rc = -1;
+            break;
+        }
+        w->have = 0;
+        rc = recv_block(w, w->raw);
+    } while (rc == 0);
+    recv_worker_end(w, rc > 0);
     return NULL;
 }
 
-static int recv_start(struct recv_shared *shared, struct recv_worker *workers, unsigned *count,
-                      struct xfer_stats *stats, int fd)
+/* A connection read by modee_recv()'s poll: takes what it holds, without
+ * waiting for a header that has not arrived. A payload whose header is in
+ * is waited for: the sender wrote the two together, and it is on its way.
+ * Past one block it returns to the poll, which then hands the connections
+ * to threads (a steady stream would otherwise keep it here, the other
+ * connections and the markers waiting). True when the stream is over. */
+static bool recv_step(struct recv_worker *w)
+{
+    for (;;) {
+        ssize_t n = recv(w->fd, w->raw + w->have, sizeof w->raw - w->have, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return false;
+        if (n <= 0) {
+            recv_ended_early(w, n);
+            recv_worker_end(w, false);
+            return true;
+        }
+        w->have += (size_t)n;
+        if (w->have < sizeof w->raw)
+            continue;
+        w->have = 0;
+        int rc = recv_block(w, w->raw);
+        if (rc != 0) {
+            recv_worker_end(w, rc > 0);
+            return true;
+        }
+        if (w->stats->bytes > DATA_BLOCK_MIN)
+            return false;
+    }
+}
+
+/* Hands a connection to its thread. Where no thread can be had, it stays
+ * with the poll, which serves any size, only without parallelism. */
+static void recv_thread_up(struct recv_worker *w, struct stream_thread *thread)
+{
+    w->threaded = stream_thread_start(thread, recv_worker_run, w) == 0;
+}
+
+/* A connection joins the transfer. retrans0: its TCP retransmissions so far. */
+static void recv_start(struct recv_shared *shared, struct recv_worker *workers, unsigned *count,
+                       struct xfer_stats *stats, int fd, uint32_t retrans0)
 {
     struct recv_worker *w = &workers[*count];
-    int rc;
 
     if (*count == DATA_STREAMS_MAX) {
         close(fd);
         recv_fail(shared, "%s", "more data connections than the limit allows");
-        return -1;
+        return;
     }
-    *w = (struct recv_worker){.shared = shared, .fd = fd, .retrans0 = tcp_retransmits(fd),
+    *w = (struct recv_worker){.shared = shared, .fd = fd, .retrans0 = retrans0,
                               .stats = &stats->stream[*count],
                               .sink = &shared->job->cache->sinks[*count]};
-    rc = stream_thread_start(&shared->job->cache->threads[*count], recv_worker_run, w);
-    if (rc != 0) {
-        close(fd);
-        recv_fail(shared, "pthread_create: %s", strerror(rc));
-        return -1;
-    }
+    if (shared->threaded)
+        recv_thread_up(w, &shared->job->cache->threads[*count]);
     (*count)++;
     stats->streams = *count;
-    return 0;
+}
+
+/* Most files (the study's median is 32 KB) fit in a block or two: one
+ * thread polling every connection receives them faster than a thread per
+ * connection, which must be woken and joined per file. Past one block, the
+ * connections get their threads, for parallel receiving. */
+static void recv_go_threaded(struct recv_shared *shared, struct recv_worker *workers,
+                             unsigned count)
+{
+    shared->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (shared->wake_fd < 0)
+        return;   /* the poll goes on serving: slower, not wrong */
+    shared->threaded = true;
+    for (unsigned i = 0; i < count; i++)
+        if (!workers[i].done)
+            recv_thread_up(&workers[i], &shared->job->cache->threads[i]);
+}
+
+static uint64_t recv_bytes(const struct xfer_stats *stats)
+{
+    uint64_t bytes = 0;
+
+    for (unsigned i = 0; i < stats->streams; i++)
+        bytes += stats->stream[i].bytes;
+    return bytes;
 }
 
 static bool recv_finished(struct recv_shared *shared)
@@ -717,14 +821,11 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
     double last_activity = shared.t0;
 
     memset(stats, 0, sizeof *stats);
-    shared.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (shared.wake_fd < 0) {
-        snprintf(err, errlen, "eventfd: %s", strerror(errno));
-        return -1;
-    }
+    shared.wake_fd = -1;
     pthread_mutex_init(&shared.lock, NULL);
     for (unsigned i = 0; i < job->cache->count; i++)
-        recv_start(&shared, workers, &count, stats, job->cache->fds[i]);
+        recv_start(&shared, workers, &count, stats, job->cache->fds[i],
+                   job->cache->retrans_seen[i]);
     job->cache->count = 0;
     next_marker = shared.t0 + interval / 1000.0;
     if (job->watch) {
@@ -734,13 +835,20 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
     }
 
     while (!recv_finished(&shared)) {
-        /* The wake eventfd, the listener (-1 is ignored by poll) and the
-         * control channel, where a sender that gave up says so. */
-        struct pollfd pfd[3] = {{.fd = shared.wake_fd, .events = POLLIN},
-                                {.fd = job->listen_fd, .events = POLLIN},
-                                {.fd = job->watch ? job->watch_fd : -1, .events = POLLIN}};
+        /* The wake eventfd, the listener and the control channel, where a
+         * sender that gave up says so (poll ignores -1), and the
+         * connections without a thread. */
+        struct pollfd pfd[RECV_POLL_FIXED + DATA_STREAMS_MAX] = {
+            {.fd = shared.wake_fd, .events = POLLIN},
+            {.fd = job->listen_fd, .events = POLLIN},
+            {.fd = job->watch ? job->watch_fd : -1, .events = POLLIN}};
+        nfds_t npfd = RECV_POLL_FIXED;
+        for (unsigned i = 0; i < count; i++)
+            pfd[npfd++] = (struct pollfd){
+                .fd = workers[i].threaded || workers[i].done ? -1 : workers[i].fd,
+                .events = POLLIN};
         int timeout = (int)((next_marker - monotonic_seconds()) * 1000);
-        int rc = poll(pfd, 3, timeout < 0 ? 0 : timeout);
+        int rc = poll(pfd, npfd, timeout < 0 ? 0 : timeout);
         double now = monotonic_seconds();
 
         if (rc < 0 && errno != EINTR) {
@@ -759,10 +867,17 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
             int fd = data_accept(job->listen_fd, job->allowed_peer, job->tuning, 0,
                                  job->refused, reason, sizeof reason);
             if (fd >= 0) {
-                recv_start(&shared, workers, &count, stats, fd);
+                recv_start(&shared, workers, &count, stats, fd, tcp_retransmits(fd));
                 last_activity = now;
             }
         }
+        for (nfds_t i = RECV_POLL_FIXED; rc > 0 && i < npfd; i++)
+            if (pfd[i].revents) {
+                recv_step(&workers[i - RECV_POLL_FIXED]);
+                last_activity = now;
+            }
+        if (!shared.threaded && recv_bytes(stats) > DATA_BLOCK_MIN)
+            recv_go_threaded(&shared, workers, count);
         if (rc > 0 && pfd[2].revents) {
             char reason[200];
             if (job->watch(job->watch_ctx, reason, sizeof reason))
@@ -786,16 +901,18 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
         }
     pthread_mutex_unlock(&shared.lock);
     for (unsigned i = 0; i < count; i++)
-        stream_thread_join(&job->cache->threads[i]);
+        if (workers[i].threaded)
+            stream_thread_join(&job->cache->threads[i]);
     /* What was written before a failure is reported too, if it can be
      * synced: a sender vanishing or a disk filling up mid-file is what
      * restart markers exist for. */
     recv_marker(&shared);
     for (unsigned i = 0; i < count; i++) {
         stats->bytes += stats->stream[i].bytes;
-        if (!shared.failed && !cut[i] && workers[i].keep)
+        if (!shared.failed && !cut[i] && workers[i].keep) {
+            job->cache->retrans_seen[job->cache->count] = workers[i].retrans0;
             job->cache->fds[job->cache->count++] = workers[i].fd;
-        else if (shared.failed)
+        } else if (shared.failed)
             close_with_reset(workers[i].fd);
         else
             close(workers[i].fd);
@@ -803,7 +920,8 @@ int modee_recv(struct modee_recv_job *job, struct xfer_stats *stats, char *err, 
     job->cache->sending = false;
     stats->seconds = monotonic_seconds() - shared.t0;
     stats->write_errno = shared.write_errno;
-    close(shared.wake_fd);
+    if (shared.wake_fd >= 0)
+        close(shared.wake_fd);
     pthread_mutex_destroy(&shared.lock);
     if (shared.failed) {
         snprintf(err, errlen, "%s", shared.err);

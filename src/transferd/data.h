@@ -1,6 +1,7 @@
 /* The data channels of one session and the transfers over them: MODE E with
- * parallel streams (one thread per stream; the file is handed out in blocks
- * as streams free up, so no stream is left with a long tail) and MODE S
+ * parallel streams (a thread per stream; the file is handed out in blocks
+ * as streams free up, so no stream is left with a long tail; a file of
+ * about one block is moved by the calling thread alone) and MODE S
  * (one connection, closed at the end; for listings and plain FTP clients).
  * Shared by the server and the client: both send and both receive. */
 #ifndef SDMZ_DATA_H
@@ -57,9 +58,13 @@ struct data_cache {
     int fds[DATA_STREAMS_MAX];
     unsigned count;
     bool sending;           /* the direction they were opened for */
+    uint32_t retrans_seen[DATA_STREAMS_MAX];   /* TCP retransmissions each connection
+                                                  had when its last transfer ended */
     struct stream_thread threads[DATA_STREAMS_MAX];
     struct file_sink sinks[DATA_STREAMS_MAX];
 };
+/* Adds a connection just opened. */
+void data_cache_add(struct data_cache *cache, int fd);
 /* Closes the connections and ends the threads. */
 void data_cache_close(struct data_cache *cache);
 
@@ -98,7 +103,8 @@ int modee_send(struct data_cache *cache, const struct modee_send_job *job,
  * marker_interval_ms the file is fdatasync'ed and marker() is told the
  * ranges that are now durable (before it returns nothing else is claimed).
  * The transfer fails, instead of waiting, when watch() reports the sender
- * gave up. */
+ * gave up. The calling thread polls every connection until more than
+ * DATA_BLOCK_MIN bytes are in; then each gets a thread of its own. */
 struct modee_recv_job {
     int file_fd;
     uint64_t offset_shift;

@@ -290,7 +290,7 @@ static int open_send_streams(struct session *s, bool *reused, char *err, size_t 
             data_cache_close(&s->cache);
             return -1;
         }
-        s->cache.fds[s->cache.count++] = fd;
+        data_cache_add(&s->cache, fd);
     }
     s->cache.sending = true;
     return 0;
@@ -317,7 +317,12 @@ static void log_transfer(struct session *s, const struct transfer *t, int code)
 
     if (s->config->transfer_log_fd >= 0 && xferlog_write(s->config->transfer_log_fd, &entry) < 0)
         log_msg(LOG_ERROR, "transfer log: %s", strerror(errno));
-    log_msg(LOG_INFO, "%s %s %s %s: %" PRIu64 " bytes, %u streams, %.3f s, code %d",
+    /* Where the transfer log keeps the record, a good transfer is only a
+     * debug line: journald rate-limits a service (10,000 lines per 30 s by
+     * default), and a tree of small files would crowd out what matters. */
+    bool recorded = s->config->transfer_log_fd >= 0 && code < 400;
+    log_msg(recorded ? LOG_DEBUG : LOG_INFO,
+            "%s %s %s %s: %" PRIu64 " bytes, %u streams, %.3f s, code %d",
             s->peer_text, s->user, t->type, t->path.canon, t->stats.bytes, t->stats.streams,
             t->stats.seconds, code);
 }

@@ -581,18 +581,14 @@ static int open_job(const struct options *o, struct job *j, bool get)
     return 0;
 }
 
-/* A received file is synced before it counts as done. */
-static int close_job(struct job *j, bool get, bool moved)
+/* A received file needs no sync here: modee_recv() ends every file with an
+ * fdatasync (a failed one fails the file) before the done log names it. */
+static void close_job(struct job *j)
 {
-    int code = 0;
-
     if (j->file.local_fd < 0)
-        return 0;
-    if (get && moved && fsync(j->file.local_fd) < 0)
-        code = die(EXIT_FAILED, "%s: fsync: %s", j->local, strerror(errno));
+        return;
     close(j->file.local_fd);
     j->file.local_fd = -1;
-    return code;
 }
 
 /* The files go in batches of OPEN_FILES_MAX, each batch pipelined by
@@ -629,10 +625,8 @@ static int move_files(struct client *c, const struct options *o, struct plan *p,
                            p->jobs[base + failed].remote, err);
             }
         }
-        for (size_t i = 0; i < opened; i++) {
-            int closed = close_job(&p->jobs[base + i], get, !code);
-            code = code ? code : closed;
-        }
+        for (size_t i = 0; i < opened; i++)
+            close_job(&p->jobs[base + i]);
     }
     free(files);
     return code;

@@ -1,13 +1,15 @@
 /* Unit tests for the parsers a peer's bytes reach, the range set, MODE E
- * headers, path confinement and checksums. */
+ * headers and receiving, path confinement and checksums. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cksum.h"
@@ -341,6 +343,171 @@ static void test_stream_thread(void)
     stream_thread_stop(&t);   /* stopping a stopped thread is harmless */
 }
 
+/* ---- MODE E receiving: one thread for small files, threads past a block -- */
+
+#define RECV_STREAMS 2
+#define BIG_BLOCK (DATA_BLOCK_MIN + 37856)   /* past the one-thread limit */
+#define TAIL_BLOCK 4000
+
+struct modee_peer {
+    int send[RECV_STREAMS];     /* the sender's ends */
+    int recv[RECV_STREAMS];     /* the receiver's ends, in its cache */
+};
+
+static int peer_open(struct modee_peer *p, struct data_cache *cache)
+{
+    for (unsigned i = 0; i < RECV_STREAMS; i++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+            return -1;
+        p->recv[i] = sv[0];
+        p->send[i] = sv[1];
+        data_cache_add(cache, sv[0]);
+    }
+    return 0;
+}
+
+static bool send_all(int fd, const void *buf, size_t len)
+{
+    const char *at = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, at, len);
+        if (n <= 0)
+            return false;
+        at += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool send_header(int fd, uint8_t descriptor, uint64_t count, uint64_t offset)
+{
+    uint8_t raw[MODEE_HEADER_LEN];
+    struct modee_header h = {descriptor, count, offset};
+
+    modee_encode(&h, raw);
+    return send_all(fd, raw, sizeof raw);
+}
+
+static uint8_t pattern_at(uint64_t offset)
+{
+    return (uint8_t)(offset * 131 + offset / 977);
+}
+
+static bool send_block(int fd, uint64_t offset, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    bool ok = buf && send_header(fd, 0, len, offset);
+
+    for (size_t i = 0; ok && i < len; i++)
+        buf[i] = pattern_at(offset + i);
+    ok = ok && send_all(fd, buf, len);
+    free(buf);
+    return ok;
+}
+
+static bool file_has_pattern(int fd, uint64_t len)
+{
+    uint8_t *back = malloc(len);
+    bool same = back && pread(fd, back, len, 0) == (ssize_t)len;
+
+    for (uint64_t i = 0; same && i < len; i++)
+        same = back[i] == pattern_at(i);
+    free(back);
+    return same;
+}
+
+/* Waits (at most 5 s) until the receiver has taken all fd holds. */
+static bool drained(int fd)
+{
+    for (int tries = 0; tries < 5000; tries++) {
+        int queued = -1;
+        if (ioctl(fd, FIONREAD, &queued) < 0)
+            return false;
+        if (queued == 0)
+            return true;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    return false;
+}
+
+static int receive(int file_fd, struct data_cache *cache, struct xfer_stats *stats)
+{
+    struct data_tuning tuning = {.idle_timeout_s = 10};
+    struct ftp_ranges received = {0};
+    struct modee_recv_job job = {.file_fd = file_fd, .listen_fd = -1, .tuning = &tuning,
+                                 .cache = cache, .received = &received};
+    char err[256] = "";
+    int rc = modee_recv(&job, stats, err, sizeof err);
+
+    if (rc < 0)
+        fprintf(stderr, "modee_recv: %s\n", err);
+    return rc;
+}
+
+/* Past one block, the connections go to threads; the one whose header was
+ * half read by the poll goes on from the middle of it. */
+static void *send_across_the_handover(void *arg)
+{
+    struct modee_peer *p = arg;
+    uint8_t raw[MODEE_HEADER_LEN];
+    struct modee_header tail = {0, TAIL_BLOCK, BIG_BLOCK};
+    uint8_t *payload = malloc(TAIL_BLOCK);
+    bool ok = payload != NULL;
+
+    modee_encode(&tail, raw);
+    /* Five bytes of stream 1's header, taken by the poll... */
+    ok = ok && send_all(p->send[1], raw, 5) && drained(p->recv[1]);
+    /* ...then a block past the limit on stream 0, which ends the polling... */
+    ok = ok && send_block(p->send[0], 0, BIG_BLOCK) && drained(p->recv[0]) &&
+         send_header(p->send[0], MODEE_EOD | MODEE_EOF, 0, RECV_STREAMS);
+    /* ...and the rest of the header, which stream 1's thread must finish. */
+    for (size_t i = 0; ok && i < TAIL_BLOCK; i++)
+        payload[i] = pattern_at(BIG_BLOCK + i);
+    ok = ok && send_all(p->send[1], raw + 5, sizeof raw - 5) &&
+         send_all(p->send[1], payload, TAIL_BLOCK) && send_header(p->send[1], MODEE_EOD, 0, 0);
+    free(payload);
+    return ok ? arg : NULL;
+}
+
+static void test_modee_recv(void)
+{
+    char path[] = "/tmp/sdmz-recv-XXXXXX";
+    int fd = mkstemp(path);
+    struct data_cache cache = {0};
+    struct modee_peer peer;
+    struct xfer_stats stats;
+    pthread_t sender;
+    void *sent = NULL;
+
+    CHECK(fd >= 0);
+    unlink(path);
+    CHECK(peer_open(&peer, &cache) == 0);
+    /* A small file: one block and the EODs, read by the calling thread. */
+    CHECK(send_block(peer.send[1], 0, 1000) && send_header(peer.send[1], MODEE_EOD, 0, 0) &&
+          send_header(peer.send[0], MODEE_EOD | MODEE_EOF, 0, RECV_STREAMS));
+    CHECK(receive(fd, &cache, &stats) == 0);
+    CHECK(stats.bytes == 1000 && stats.stream[1].bytes == 1000 && file_has_pattern(fd, 1000));
+    CHECK(cache.count == RECV_STREAMS);   /* kept for the next file */
+    CHECK(!cache.threads[0].alive && !cache.threads[1].alive);
+    /* A bigger one, handed over to threads in the middle of a header. */
+    CHECK(ftruncate(fd, 0) == 0);
+    CHECK(pthread_create(&sender, NULL, send_across_the_handover, &peer) == 0);
+    CHECK(receive(fd, &cache, &stats) == 0);
+    pthread_join(sender, &sent);
+    CHECK(sent == &peer);
+    CHECK(stats.bytes == BIG_BLOCK + TAIL_BLOCK && file_has_pattern(fd, BIG_BLOCK + TAIL_BLOCK));
+    CHECK(cache.threads[1].alive && cache.count == RECV_STREAMS);
+    /* The sender going away inside a header is an error, not an end. */
+    CHECK(send_all(peer.send[0], "\x08\0\0", 3) && shutdown(peer.send[0], SHUT_WR) == 0);
+    CHECK(receive(fd, &cache, &stats) < 0);
+    data_cache_close(&cache);
+    for (unsigned i = 0; i < RECV_STREAMS; i++)
+        close(peer.send[i]);
+    close(fd);
+}
+
 int main(void)
 {
     test_commands();
@@ -353,6 +520,7 @@ int main(void)
     test_imbalance();
     test_file_sink();
     test_stream_thread();
+    test_modee_recv();
     printf("unit-tests: %u checks, %u failed\n", checks, failures);
     return failures ? 1 : 0;
 }
