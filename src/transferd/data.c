@@ -365,17 +365,29 @@ struct send_worker {
     uint32_t *retrans_seen;  /* the connection's count when its last transfer ended */
 };
 
+/* Near the end of the file, blocks shrink with what is left (guided
+ * self-scheduling): each stream's last block, which sets how far apart the
+ * streams finish, is then small, and a stream that frees up late is not
+ * handed a full-size one. Page multiples, never under DATA_BLOCK_MIN. */
+static uint64_t tail_block(const struct send_shared *shared, uint64_t cursor)
+{
+    uint64_t share = (shared->job->end - cursor) / (2 * (uint64_t)shared->nfds) & ~4095ULL;
+
+    if (share >= shared->block)
+        return shared->block;
+    return share > DATA_BLOCK_MIN ? share : DATA_BLOCK_MIN;
+}
+
 /* The next block to send, skipping what the receiver already has: false when
  * the file is done or the transfer failed. */
 static bool next_block(struct send_shared *shared, uint64_t *offset, uint64_t *len)
 {
     const struct modee_send_job *job = shared->job;
-    uint64_t block = shared->block;
     bool found = false;
 
     pthread_mutex_lock(&shared->lock);
     while (!shared->failed && shared->cursor < job->end) {
-        uint64_t start = shared->cursor, end = start + block;
+        uint64_t start = shared->cursor, end = start + tail_block(shared, start);
         if (end > job->end)
             end = job->end;
         if (job->skip) {
