@@ -15,6 +15,8 @@
 /* Fairness: at most this many splice/read rounds per direction per wakeup. */
 #define PUMP_ROUNDS 16
 #define RING_DROP_FRACTION 4
+/* Reads shorter than this are copied instead of spliced (see copy_small). */
+#define COPY_BELOW (16u << 10)
 
 int socket_set_pacing(int fd, uint64_t bytes_per_s)
 {
@@ -216,6 +218,44 @@ static int account_write(struct direction *d, ssize_t n, atomic_uint_fast64_t *b
     return 0;
 }
 
+/* Messages of a few KiB are copied: splicing them costs more than the copy
+ * (the kernel puts a small socket buffer's bytes into a fresh page for the
+ * pipe), as HAProxy's splice-auto also splices only big transfers. A read
+ * that fills COPY_BELOW goes back to splicing. */
+static int copy_small(struct direction *d, atomic_uint_fast64_t *bytes, bool *progress,
+                      bool *drained)
+{
+    uint8_t buf[COPY_BELOW];
+    size_t want = d->pipe_cap < sizeof buf ? (size_t)d->pipe_cap : sizeof buf;
+    ssize_t n = recv(d->src, buf, want, 0), sent;
+
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    *progress = true;
+    if (n == 0) {
+        d->src_eof = true;
+        return 0;
+    }
+    *drained = (size_t)n < want;
+    d->small_reads = *drained;
+    sent = send(d->dst, buf, (size_t)n, MSG_NOSIGNAL);
+    if (account_write(d, sent, bytes, progress) < 0)
+        return -1;
+    /* What the destination did not take waits in the (empty) pipe, which
+     * holds at least want bytes: from there it goes out as spliced bytes do. */
+    size_t rest = (size_t)n - (sent > 0 ? (size_t)sent : 0);
+    if (rest > 0) {
+        ssize_t kept = write(d->pipe_w, buf + (n - (ssize_t)rest), rest);
+        if (kept != (ssize_t)rest) {
+            if (kept >= 0)
+                errno = EIO;
+            return -1;
+        }
+        d->in_pipe = rest;
+    }
+    return 0;
+}
+
 /* A short read means the socket is (very likely) drained: not asking again
  * saves a syscall per message; level-triggered epoll reports what comes next. */
 static int pump_splice(struct direction *d, atomic_uint_fast64_t *bytes)
@@ -226,12 +266,16 @@ static int pump_splice(struct direction *d, atomic_uint_fast64_t *bytes)
         bool progress = false;
         ssize_t n;
 
-        if (!d->src_eof && !drained && d->in_pipe < d->pipe_cap) {
+        if (!d->src_eof && !drained && d->small_reads && d->in_pipe == 0 && !d->aborted) {
+            if (copy_small(d, bytes, &progress, &drained) < 0)
+                return -1;
+        } else if (!d->src_eof && !drained && d->in_pipe < d->pipe_cap) {
             uint64_t room = d->pipe_cap - d->in_pipe;
             n = splice(d->src, NULL, d->pipe_w, NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 d->in_pipe += (uint64_t)n;
                 drained = (uint64_t)n < room;
+                d->small_reads = (uint64_t)n < COPY_BELOW;
                 progress = true;
             } else if (n == 0) {
                 d->src_eof = true;

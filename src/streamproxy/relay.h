@@ -37,6 +37,7 @@ struct direction {
     int pipe_r, pipe_w;
     uint64_t pipe_cap, in_pipe;
     bool pipe_full;                /* last splice in found no room */
+    bool small_reads;              /* the last read was short: copy, not splice */
     struct ring ring;
     bool src_eof, dst_shut, dst_blocked, aborted;
     bool was_full;                 /* for counting full events on the edge */

@@ -9,6 +9,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -35,6 +36,36 @@ def test_relay_mode_carries_bytes_intact_both_ways(bindir):
         _, err = relay.communicate(timeout=20)
         sink.close()
     assert relay.returncode == 0, err
+    assert "AddressSanitizer" not in err and "runtime error" not in err, err
+
+
+def test_small_messages_to_a_stalled_consumer_arrive_whole_and_in_order(bindir):
+    """Messages of 512 B are copied, not spliced; when the consumer stalls,
+    what the proxy read but could not send waits in its pipe, and after the
+    stall every message arrives once, whole and in order."""
+    target, listen = free_port_block(1), free_port_block(1)
+    consumer_listener = stalling_listener(target)
+    relay = subprocess.Popen([str(bindir / "sdmz-proxy"), "relay", "--listen",
+                              "127.0.0.1:%d" % listen, "--connect", "127.0.0.1:%d" % target],
+                             stderr=subprocess.PIPE, text=True)
+    count, record = 20000, 512
+    try:
+        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", listen)) == 0)
+        consumer_listener.accept()[0].close()   # the relayed connection of that probe
+        with socket.create_connection(("127.0.0.1", listen), timeout=30) as producer:
+            producer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sending = threading.Thread(target=send_records, args=(producer, count, record))
+            sending.start()
+            consumer, _ = consumer_listener.accept()
+            time.sleep(1.0)   # the stall: every buffer on the way fills
+            data = recv_all(consumer, timeout=30)
+            sending.join(timeout=30)
+            consumer.close()
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        _, err = relay.communicate(timeout=20)
+        consumer_listener.close()
+    assert whole_records(data, record) == list(range(count))
     assert "AddressSanitizer" not in err and "runtime error" not in err, err
 
 
