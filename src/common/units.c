@@ -1,6 +1,7 @@
 #include "units.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,5 +46,18 @@ int parse_uint(const char *text, uint64_t max, uint64_t *out)
 {
     if (parse_scaled(text, 1, out) < 0 || strpbrk(text, "kKmMgG") || *out > max)
         return -1;
+    return 0;
+}
+
+int parse_port_range(const char *text, uint16_t lowest, uint16_t *lo, uint16_t *hi)
+{
+    unsigned a, b;
+    char tail;
+
+    if (sscanf(text, "%5u-%5u%c", &a, &b, &tail) != 2 || a < lowest || a == 0 || a > b ||
+        b > 65535)
+        return -1;
+    *lo = (uint16_t)a;
+    *hi = (uint16_t)b;
     return 0;
 }

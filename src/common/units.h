@@ -9,5 +9,7 @@
 int parse_bytes(const char *text, uint64_t *out);  /* 0 or -1 */
 int parse_bits(const char *text, uint64_t *out);   /* 0 or -1 */
 int parse_uint(const char *text, uint64_t max, uint64_t *out);
+/* "LO-HI" (a firewall's port range), lowest <= LO <= HI <= 65535; 0 or -1. */
+int parse_port_range(const char *text, uint16_t lowest, uint16_t *lo, uint16_t *hi);
 
 #endif

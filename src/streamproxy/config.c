@@ -80,12 +80,8 @@ static int set_key(struct proxy_config *cfg, const char *key, const char *value,
         if (cfg->metrics_enabled && netaddr_parse(value, &cfg->metrics_listen, err, sizeof err) < 0)
             *why = "ADDRESS:PORT or off";
     } else if (!strcmp(key, "port_range")) {
-        unsigned lo, hi;
-        char tail;
-        if (sscanf(value, "%5u-%5u%c", &lo, &hi, &tail) != 2 || lo == 0 || lo > hi || hi > 65535)
+        if (parse_port_range(value, 1, &cfg->port_min, &cfg->port_max) < 0)
             *why = "LOW-HIGH, 1-65535";
-        else
-            cfg->port_min = (uint16_t)lo, cfg->port_max = (uint16_t)hi;
     } else if (!strcmp(key, "max_connections")) {
         if (parse_uint(value, 1000000, &n) < 0 || n == 0)
             *why = "1-1000000";

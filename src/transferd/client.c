@@ -216,10 +216,13 @@ static void client_init(struct client *c)
 {
     struct data_tuning tuning = c->tuning;
     unsigned streams = c->streams;
+    uint16_t port_lo = c->data_port_lo, port_hi = c->data_port_hi;
 
     memset(c, 0, sizeof *c);
     c->tuning = tuning;
     c->streams = streams ? streams : 1;
+    c->data_port_lo = port_lo;
+    c->data_port_hi = port_hi;
     c->sock = c->listen_fd = -1;
     c->timeout_ms = 600000;
 }
@@ -633,7 +636,8 @@ static int ready_to_receive(struct client *c, char *err, size_t errlen)
         return 0;
     data_cache_close(&c->cache);
     if (c->listen_fd < 0) {
-        c->listen_fd = data_listen(&c->local, 0, 0, &c->tuning, &bound, err, errlen);
+        c->listen_fd = data_listen(&c->local, c->data_port_lo, c->data_port_hi, &c->tuning,
+                                   &bound, err, errlen);
         if (c->listen_fd < 0)
             return -1;
     } else if (getsockname(c->listen_fd, (struct sockaddr *)&bound, &len) < 0) {

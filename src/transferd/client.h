@@ -25,6 +25,8 @@ struct client {
     struct data_tuning tuning;
     struct data_cache cache;
     int listen_fd;                   /* for receiving (PORT), kept across files */
+    uint16_t data_port_lo;           /* its port: in this range (0, 0: any) */
+    uint16_t data_port_hi;
     bool mode_e;
     char reply[FTP_LINE_MAX];        /* the last reply's final line */
     int timeout_ms;

@@ -46,6 +46,7 @@ struct options {
     enum ftp_cksum_alg verify_alg;
     bool json;
     struct data_tuning tuning;
+    uint16_t data_port_lo, data_port_hi;   /* 0, 0: an ephemeral port */
     char journal_dir[PATH_MAX];
 };
 
@@ -53,7 +54,8 @@ static int usage(FILE *out, int code)
 {
     fprintf(out,
         "usage: sdmz-xfer [-p N] [--resume] [--verify sha256|md5|adler32] [--rate BITS]\n"
-        "                 [--tcp-buffer BYTES] [--block BYTES] [--json] SRC DST\n"
+        "                 [--tcp-buffer BYTES] [--block BYTES] [--data-ports LO-HI] [--json]\n"
+        "                 SRC DST\n"
         "  SRC, DST   a local path (or file:///path) and ftp://[USER@]HOST[:PORT]/PATH or\n"
         "             sshftp://[USER@]HOST/PATH; files or directories (recursive)\n"
         "  -p N       parallel TCP streams (default 4)\n"
@@ -61,6 +63,9 @@ static int usage(FILE *out, int code)
         "             receiver made durable is not sent again\n"
         "  --verify   compare a checksum of every file end to end; a mismatch fails\n"
         "  --rate     pacing per stream in bits per second (500M, 10G)\n"
+        "  --data-ports LO-HI  where gets listen for the server's data connections\n"
+        "             (the range the firewall opens; default GLOBUS_TCP_PORT_RANGE\n"
+        "             \"LO,HI\" if set, else any port)\n"
         "  The token of an ftp:// USER is read from SDMZ_XFER_TOKEN (never the command line).\n");
     return code;
 }
@@ -636,7 +641,8 @@ static int run(const struct options *o, const struct endpoint *src, const struct
 {
     const struct endpoint *remote = src->remote ? src : dst;
     bool get = src->remote;
-    struct client c = {.streams = o->streams, .tuning = o->tuning};
+    struct client c = {.streams = o->streams, .tuning = o->tuning,
+                       .data_port_lo = o->data_port_lo, .data_port_hi = o->data_port_hi};
     struct plan p = {0};
     char err[512] = "", remote_path[PATH_MAX], local_path[PATH_MAX];
     pid_t ssh_pid = -1;
@@ -764,13 +770,15 @@ out:
 
 int main(int argc, char **argv)
 {
-    enum { O_RESUME = 256, O_VERIFY, O_RATE, O_BUFFER, O_BLOCK, O_JSON, O_JOURNAL, O_HELP };
+    enum { O_RESUME = 256, O_VERIFY, O_RATE, O_BUFFER, O_BLOCK, O_PORTS, O_JSON, O_JOURNAL,
+           O_HELP };
     static const struct option options[] = {
         {"resume", no_argument, NULL, O_RESUME},
         {"verify", required_argument, NULL, O_VERIFY},
         {"rate", required_argument, NULL, O_RATE},
         {"tcp-buffer", required_argument, NULL, O_BUFFER},
         {"block", required_argument, NULL, O_BLOCK},
+        {"data-ports", required_argument, NULL, O_PORTS},
         {"json", no_argument, NULL, O_JSON},
         {"journal-dir", required_argument, NULL, O_JOURNAL},
         {"help", no_argument, NULL, O_HELP},
@@ -783,6 +791,19 @@ int main(int argc, char **argv)
     int opt;
 
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    /* Sites that run Globus tools have their firewall's range here already,
+     * as "LO,HI"; --data-ports overrides it. */
+    const char *globus_range = getenv("GLOBUS_TCP_PORT_RANGE");
+    if (globus_range && *globus_range) {
+        char range[32];
+        snprintf(range, sizeof range, "%s", globus_range);
+        char *comma = strchr(range, ',');
+        if (comma)
+            *comma = '-';
+        if (!comma || parse_port_range(range, 1024, &o.data_port_lo, &o.data_port_hi) < 0)
+            return die(EXIT_USAGE, "GLOBUS_TCP_PORT_RANGE=%s: expected LO,HI within 1024-65535",
+                       globus_range);
+    }
     snprintf(o.journal_dir, sizeof o.journal_dir, "%s%s/sdmz-xfer", state ? state : home ? home : "/tmp",
              state ? "" : "/.local/state");
     while ((opt = getopt_long(argc, argv, "p:", options, NULL)) != -1) {
@@ -812,6 +833,11 @@ int main(int argc, char **argv)
             if (parse_bytes(optarg, &value) < 0 || value < 4096 || value > (256u << 20))
                 return die(EXIT_USAGE, "--block %s: expected 4K to 256M", optarg);
             o.tuning.block_size = (uint32_t)value;
+            break;
+        case O_PORTS:
+            if (parse_port_range(optarg, 1024, &o.data_port_lo, &o.data_port_hi) < 0)
+                return die(EXIT_USAGE, "--data-ports %s: expected LO-HI within 1024-65535",
+                           optarg);
             break;
         case O_JSON: o.json = true; break;
         case O_JOURNAL:

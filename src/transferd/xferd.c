@@ -67,18 +67,6 @@ static int fail(const char *fmt, ...)
     return 2;
 }
 
-static int parse_ports(const char *text, uint16_t *lo, uint16_t *hi)
-{
-    unsigned a, b;
-    char tail;
-
-    if (sscanf(text, "%u-%u%c", &a, &b, &tail) != 2 || a < 1024 || b > 65535 || a > b)
-        return -1;
-    *lo = (uint16_t)a;
-    *hi = (uint16_t)b;
-    return 0;
-}
-
 static int parse_options(int argc, char **argv, struct server_config *c, bool *check)
 {
     enum { O_ROOT = 256, O_LISTEN, O_DATA, O_ANON, O_TOKEN, O_LOG, O_INETD, O_SESSIONS,
@@ -121,7 +109,7 @@ static int parse_options(int argc, char **argv, struct server_config *c, bool *c
             have_listen = true;
             break;
         case O_DATA:
-            if (parse_ports(optarg, &c->data_port_lo, &c->data_port_hi) < 0)
+            if (parse_port_range(optarg, 1024, &c->data_port_lo, &c->data_port_hi) < 0)
                 return fail("--data-ports %s: expected LO-HI within 1024-65535", optarg);
             break;
         case O_ANON: c->anonymous_read = true; break;

@@ -1,14 +1,17 @@
 """sdmz-xferd over the wire: confinement to its roots, read-only anonymous
-access, no FTP bounce, token logins, and a refused STOR that loses nothing."""
+access, no FTP bounce, token logins, a refused STOR that loses nothing, and
+a client that listens only where the firewall opens."""
 from __future__ import annotations
 
 import ftplib
 import os
+import random
+import socket
 import subprocess
 
 import pytest
 
-from xferctl import TOKEN, Xferd, area, bindir, builds, xferd  # noqa: F401
+from xferctl import TOKEN, Xferd, area, bindir, builds, xfer, xferd  # noqa: F401
 
 
 def session(server, user="anonymous", password="x") -> ftplib.FTP:
@@ -95,3 +98,50 @@ def test_a_stor_refused_for_want_of_a_data_connection_keeps_the_old_file(xferd, 
         ftp.sendcmd(f"STOR {area}/precious")
     ftp.quit()
     assert (area / "precious").read_bytes() == b"do not lose me"
+
+
+def held_port_pair() -> tuple[int, list[socket.socket]]:
+    """Two consecutive loopback ports, each held by a listener."""
+    for _ in range(100):
+        lo = random.randint(40000, 44000)
+        held = []
+        try:
+            for port in (lo, lo + 1):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+                s.listen()
+            return lo, held
+        except OSError:
+            for s in held:
+                s.close()
+    raise RuntimeError("no two free consecutive ports")
+
+
+def test_gets_listen_only_in_the_data_port_range(bindir, xferd, area, tmp_path):
+    """Behind a firewall that opens one range to a DTN, a get takes its data
+    port from that range: --data-ports, or GLOBUS_TCP_PORT_RANGE as Globus
+    tools read it. A range in use is one clear error; a bad one is refused."""
+    (area / "f").write_bytes(os.urandom(100_000))
+    lo, held = held_port_pair()
+    try:
+        r = xfer(bindir, "--data-ports", f"{lo}-{lo + 1}", xferd.url(area / "f"),
+                 str(tmp_path / "a"))
+        assert r.returncode == 1 and f"every data port in {lo}-{lo + 1} is in use" in r.stderr
+        r = xfer(bindir, xferd.url(area / "f"), str(tmp_path / "b"),
+                 env={"GLOBUS_TCP_PORT_RANGE": f"{lo},{lo + 1}"})
+        assert r.returncode == 1 and f"every data port in {lo}-{lo + 1} is in use" in r.stderr
+        held.pop().close()   # lo + 1 is free now: the only port the get may use
+        r = xfer(bindir, "-p", "2", "--data-ports", f"{lo}-{lo + 1}", xferd.url(area / "f"),
+                 str(tmp_path / "c"))
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "c").read_bytes() == (area / "f").read_bytes()
+    finally:
+        for s in held:
+            s.close()
+    r = xfer(bindir, "--data-ports", "80-90", xferd.url(area / "f"), str(tmp_path / "d"))
+    assert r.returncode == 2 and "--data-ports 80-90: expected LO-HI" in r.stderr
+    r = xfer(bindir, xferd.url(area / "f"), str(tmp_path / "d"),
+             env={"GLOBUS_TCP_PORT_RANGE": "50000"})
+    assert r.returncode == 2 and "GLOBUS_TCP_PORT_RANGE=50000" in r.stderr
+    assert not (tmp_path / "d").exists()
