@@ -101,7 +101,10 @@ int modee_send(struct data_cache *cache, const struct modee_send_job *job,
  * are the cached ones plus any that the sender opens on listen_fd (-1: none)
  * from allowed_peer. received collects what was written; every
  * marker_interval_ms the file is fdatasync'ed and marker() is told the
- * ranges that are now durable (before it returns nothing else is claimed).
+ * ranges that are now durable (before it returns nothing else is claimed),
+ * and once more at the end: with a marker, a file received without error
+ * is on disk (a failed sync fails the transfer), and callers need no sync
+ * of their own.
  * The transfer fails, instead of waiting, when watch() reports the sender
  * gave up. The calling thread polls every connection until more than
  * DATA_BLOCK_MIN bytes are in; then each gets a thread of its own. */

@@ -586,8 +586,9 @@ static int open_job(const struct options *o, struct job *j, bool get)
     return 0;
 }
 
-/* A received file needs no sync here: modee_recv() ends every file with an
- * fdatasync (a failed one fails the file) before the done log names it. */
+/* A received file needs no sync here: every get passes journal_store as
+ * modee_recv()'s marker, so modee_recv() ends the file with an fdatasync (a
+ * failed one fails the file) before the done log names it. */
 static void close_job(struct job *j)
 {
     if (j->file.local_fd < 0)
