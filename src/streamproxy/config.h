@@ -11,6 +11,7 @@
 #include "log.h"
 
 #define CONFIG_PATH_MAX 256
+#define CONFIG_BUSY_POLL_MAX_US 10000
 
 struct proxy_config {
     char control_socket[108];      /* sun_path */
@@ -21,6 +22,7 @@ struct proxy_config {
     uint16_t port_min, port_max;   /* request listen ports must fall in here */
     unsigned max_connections;      /* relayed connections in total */
     unsigned workers;              /* 0 = one per online CPU */
+    unsigned busy_poll_us;         /* 0 = workers sleep when idle; else spin this long first */
     uint64_t default_buffer;
     unsigned default_max_conns;
     enum log_level log_level;

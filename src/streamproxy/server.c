@@ -654,8 +654,12 @@ static void reload(struct server *s)
     s->cfg.max_connections = cfg.max_connections;
     s->cfg.default_buffer = cfg.default_buffer;
     s->cfg.default_max_conns = cfg.default_max_conns;
+    s->cfg.busy_poll_us = cfg.busy_poll_us;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        worker_busy_poll(&s->workers[i], cfg.busy_poll_us);
     s->counters.reloads++;
-    log_msg(LOG_INFO, "reloaded %s: key, TLS certificates, port_range, limits and defaults",
+    log_msg(LOG_INFO, "reloaded %s: key, TLS certificates, port_range, limits, busy_poll_us "
+                      "and defaults",
             s->config_path);
 }
 
@@ -779,7 +783,8 @@ static int server_init(struct server *s, const struct proxy_config *cfg, bool re
     if (!s->workers)
         return -1;
     for (unsigned i = 0; i < s->nworkers; i++) {
-        if (worker_start(&s->workers[i], i, &s->total_conns, s->pipe_max) < 0) {
+        if (worker_start(&s->workers[i], i, &s->total_conns, s->pipe_max,
+                         cfg->busy_poll_us) < 0) {
             log_msg(LOG_ERROR, "worker %u: %s", i, strerror(errno));
             s->nworkers = i;
             return -1;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -208,6 +209,35 @@ static bool drain_queue(struct worker *w)
     return running;
 }
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec now;
+
+    (void)clock_gettime(CLOCK_MONOTONIC, &now); /* cannot fail for CLOCK_MONOTONIC */
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* The next batch of events. With busy polling the worker asks again without
+ * sleeping until busy_poll_ns pass with nothing to do, and only then sleeps:
+ * waking a sleeping thread (an interrupt; on a VM, a halted vCPU's exit to
+ * the hypervisor) costs more than relaying a small message. */
+static int wait_events(struct worker *w, struct epoll_event *events)
+{
+    uint64_t busy_poll_ns = atomic_load_explicit(&w->busy_poll_ns, memory_order_relaxed);
+    uint64_t deadline;
+    int n;
+
+    if (w->ready || !busy_poll_ns)
+        return epoll_wait(w->epfd, events, WORKER_EVENTS, w->ready ? 0 : -1);
+    deadline = monotonic_ns() + busy_poll_ns;
+    do {
+        n = epoll_wait(w->epfd, events, WORKER_EVENTS, 0);
+        if (n != 0)
+            return n;
+    } while (monotonic_ns() < deadline);
+    return epoll_wait(w->epfd, events, WORKER_EVENTS, -1);
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -215,7 +245,7 @@ static void *worker_main(void *arg)
     bool running = true;
 
     while (running) {
-        int n = epoll_wait(w->epfd, events, WORKER_EVENTS, w->ready ? 0 : -1);
+        int n = wait_events(w, events);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -240,7 +270,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uint64_t pipe_max)
+int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uint64_t pipe_max,
+                 unsigned busy_poll_us)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = (void *)&wake_watch};
     int rc;
@@ -249,6 +280,7 @@ int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uin
     w->index = index;
     w->total_conns = total_conns;
     w->pipe_max = pipe_max;
+    worker_busy_poll(w, busy_poll_us);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->epfd < 0 || w->wake_fd < 0 ||
@@ -261,6 +293,12 @@ int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uin
         return -1;
     }
     return 0;
+}
+
+void worker_busy_poll(struct worker *w, unsigned busy_poll_us)
+{
+    atomic_store_explicit(&w->busy_poll_ns, (uint64_t)busy_poll_us * 1000u,
+                          memory_order_relaxed);
 }
 
 int worker_post(struct worker *w, struct command *cmd)

@@ -34,9 +34,14 @@ struct worker {
     struct conn *graveyard;       /* closed in this epoll batch; freed after it */
     atomic_uint *total_conns;     /* the server's count, decremented on close */
     uint64_t pipe_max;
+    _Atomic uint64_t busy_poll_ns; /* 0: sleep in epoll_wait; set by reload (worker_busy_poll) */
 };
 
-int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uint64_t pipe_max);
+int worker_start(struct worker *w, unsigned index, atomic_uint *total_conns, uint64_t pipe_max,
+                 unsigned busy_poll_us);
+/* Set how long the worker polls before it sleeps (config busy_poll_us);
+ * any thread, takes effect at the worker's next wait. */
+void worker_busy_poll(struct worker *w, unsigned busy_poll_us);
 /* Queue a command (ownership of cmd passes to the worker). -1 on failure. */
 int worker_post(struct worker *w, struct command *cmd);
 /* Post CMD_STOP, join, close every connection. */

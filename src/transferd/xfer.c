@@ -597,6 +597,19 @@ static void close_job(struct job *j)
     j->file.local_fd = -1;
 }
 
+/* Whether --resume would save anything: files that finished before the
+ * failing one (replies come in order), or a journal of some file's durable
+ * ranges. A transfer refused before any byte moved gains nothing from it. */
+static bool resumable(const struct plan *p, size_t failing)
+{
+    if (failing > 0)
+        return true;
+    for (size_t i = 0; i < p->count; i++)
+        if (p->jobs[i].has_journal)
+            return true;
+    return false;
+}
+
 /* The files go in batches of OPEN_FILES_MAX, each batch pipelined by
  * client_get()/client_put(): a tree of any size stays within the open-file
  * limit, and the data connections stay open from batch to batch. */
@@ -627,8 +640,9 @@ static int move_files(struct client *c, const struct options *o, struct plan *p,
                 p->jobs[base + i].file.stats = files[i].stats;
             if (rc < 0) {
                 print_summary(o, p, monotonic_seconds() - t0, false);
-                code = die(EXIT_FAILED, "%s: %s (run again with --resume to continue)",
-                           p->jobs[base + failed].remote, err);
+                code = die(EXIT_FAILED, "%s: %s%s", p->jobs[base + failed].remote, err,
+                           resumable(p, base + failed) ? " (run again with --resume to continue)"
+                                                       : "");
             }
         }
         for (size_t i = 0; i < opened; i++)

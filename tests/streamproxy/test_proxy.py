@@ -69,6 +69,85 @@ def test_small_messages_to_a_stalled_consumer_arrive_whole_and_in_order(bindir):
     assert "AddressSanitizer" not in err and "runtime error" not in err, err
 
 
+def voluntary_sleeps(pid: int) -> int:
+    """How often the process's threads have blocked (voluntary context switches)."""
+    total = 0
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, task)) as status:
+            total += sum(int(line.split()[1]) for line in status
+                         if line.startswith("voluntary_ctxt_switches:"))
+    return total
+
+
+def cpu_seconds(pid: int) -> float:
+    with open("/proc/%d/stat" % pid) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sleeps_during_pingpong(bindir, pid: int, port: int, count: int) -> int:
+    """Voluntary sleeps of process pid while count 512 B round trips pass port."""
+    before = voluntary_sleeps(pid)
+    subprocess.run([str(bindir / "sdmz-msgbench"), "pingpong", "--connect", "127.0.0.1:%d" % port,
+                    "--size", "512", "--count", str(count), "--warmup", "0"],
+                   check=True, capture_output=True, timeout=60)
+    return voluntary_sleeps(pid) - before
+
+
+@pytest.fixture
+def echo_server(bindir):
+    port = free_port_block(1)
+    echo = subprocess.Popen([str(bindir / "sdmz-msgbench"), "echo", "--listen",
+                             "127.0.0.1:%d" % port])
+    wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0)
+    yield port
+    echo.terminate()
+    echo.wait(timeout=10)
+
+
+def test_busy_polling_relay_does_not_sleep_between_messages_and_sleeps_when_idle(
+        bindir, echo_server):
+    """relay --busy-poll: while messages flow the worker polls instead of
+    blocking for each one; idle for longer than the window, it blocks again
+    and burns no CPU. A bad value is one error."""
+    bad = subprocess.run([str(bindir / "sdmz-proxy"), "relay", "--listen", "127.0.0.1:1",
+                          "--connect", "127.0.0.1:2", "--busy-poll", "20000"],
+                         capture_output=True, text=True, timeout=10)
+    assert bad.returncode == 2 and "--busy-poll: microseconds, 0-10000" in bad.stderr
+    port, count = free_port_block(1), 2000
+    relay = subprocess.Popen([str(bindir / "sdmz-proxy"), "relay", "--listen",
+                              "127.0.0.1:%d" % port, "--connect", "127.0.0.1:%d" % echo_server,
+                              "--workers", "1", "--busy-poll", "5000"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0)
+        sleeps = sleeps_during_pingpong(bindir, relay.pid, port, count)
+        time.sleep(0.5)
+        idle_start = cpu_seconds(relay.pid)
+        time.sleep(1.0)
+        idle_cpu = cpu_seconds(relay.pid) - idle_start
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        _, err = relay.communicate(timeout=20)
+    assert sleeps < count // 10, "%d sleeps during %d round trips" % (sleeps, count)
+    assert idle_cpu < 0.3, "a busy-polling relay with nothing to do used %.2f s of CPU" % idle_cpu
+    assert "AddressSanitizer" not in err and "runtime error" not in err, err
+
+
+def test_busy_poll_us_is_off_by_default_and_a_reload_turns_it_on(proxy, echo_server):
+    """serve: with the default busy_poll_us = 0 the worker blocks for every
+    request and reply; SIGHUP with busy_poll_us = 5000 applies to running
+    workers and their live connections."""
+    port, count = proxy.port_min, 2000
+    proxy.create("pp", port, echo_server)
+    assert sleeps_during_pingpong(proxy.bindir, proxy.proc.pid, port, count) >= count
+    proxy.write_config(busy_poll_us="5000")
+    proxy.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "busy_poll_us" in proxy.log_text())
+    sleeps = sleeps_during_pingpong(proxy.bindir, proxy.proc.pid, port, count)
+    assert sleeps < count // 10, "%d sleeps during %d round trips" % (sleeps, count)
+
+
 def test_requests_are_created_listed_and_counted(proxy):
     target = free_port_block(2)
     sinks = [Sink(target), Sink(target + 1)]

@@ -128,6 +128,7 @@ def test_gets_listen_only_in_the_data_port_range(bindir, xferd, area, tmp_path):
         r = xfer(bindir, "--data-ports", f"{lo}-{lo + 1}", xferd.url(area / "f"),
                  str(tmp_path / "a"))
         assert r.returncode == 1 and f"every data port in {lo}-{lo + 1} is in use" in r.stderr
+        assert "--resume" not in r.stderr, "nothing moved, so --resume would gain nothing"
         r = xfer(bindir, xferd.url(area / "f"), str(tmp_path / "b"),
                  env={"GLOBUS_TCP_PORT_RANGE": f"{lo},{lo + 1}"})
         assert r.returncode == 1 and f"every data port in {lo}-{lo + 1} is in use" in r.stderr

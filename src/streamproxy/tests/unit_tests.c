@@ -268,6 +268,12 @@ static void test_config(void)
     CHECK(!strcmp(err, "line 3: bogus: unknown key"));
     CHECK(config_parse("key_file = relative/path\n", &cfg, err, sizeof err) < 0);
     CHECK(config_parse("default_buffer = 2K\n", &cfg, err, sizeof err) < 0);
+    CHECK(cfg.busy_poll_us == 0); /* the default: workers sleep when idle */
+    CHECK(config_parse("busy_poll_us = 10000\n", &cfg, err, sizeof err) == 0 &&
+          cfg.busy_poll_us == 10000);
+    CHECK(config_parse("busy_poll_us = 10001\n", &cfg, err, sizeof err) < 0);
+    CHECK(!strcmp(err, "line 1: busy_poll_us: microseconds, 0-10000 (0: workers sleep when idle)"));
+    CHECK(config_parse("busy_poll_us = 50us\n", &cfg, err, sizeof err) < 0);
     CHECK(config_parse("just words\n", &cfg, err, sizeof err) < 0);
     CHECK(!strcmp(err, "line 1: expected key = value"));
 }
