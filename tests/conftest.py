@@ -83,6 +83,16 @@ def lab():
 
 
 @pytest.fixture(scope="session")
+def site(lab):
+    """site.yml applied to the lab, once per session: the state the tests of a
+    single playbook start from (its border ACL, its tuned DTNs), whichever
+    test module runs first."""
+    applied = playbook("playbooks/site.yml", timeout=1800)
+    assert applied.returncode == 0, applied.stdout[-4000:]
+    return applied
+
+
+@pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
 

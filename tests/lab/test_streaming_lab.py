@@ -56,7 +56,7 @@ def install_pyzmq(host: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def deployed():
+def deployed(site):
     run_ = playbook("playbooks/streaming.yml", timeout=900)
     assert run_.returncode == 0, run_.stdout[-4000:]
     for host in ("dtn1", "dtn2"):

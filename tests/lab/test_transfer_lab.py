@@ -16,7 +16,7 @@ CONNECT = ("import socket, sys; s = socket.socket(); s.settimeout(3); "
 
 
 @pytest.fixture(scope="module")
-def deployed():
+def deployed(site):
     run_ = playbook("playbooks/transfer.yml", timeout=900)
     assert run_.returncode == 0, run_.stdout[-4000:]
     return run_
