@@ -137,3 +137,17 @@ def test_a_non_collaborator_cannot_use_a_gateway(deployed):
     assert int(probe.stdout) == 111  # ECONNREFUSED: the gateway's table refuses, as a closed port
     table = podman_exec("gw2", "nft", "list", "table", "inet", "sdmz_stream_proxy")
     assert "198.18.1.12 accept" in table.stdout and "reject with tcp reset" in table.stdout
+
+
+def test_busy_polling_out_of_range_is_one_error_before_any_change(deployed):
+    """A busy_poll_us the daemon would refuse stops the role at its input
+    checks, naming the variable, before a gateway's file is touched."""
+    before = podman_exec("gw1", "sha256sum", "/etc/sdmz-proxy/proxy.conf").stdout
+    assert "busy_poll_us = 0" in podman_exec("gw1", "cat", "/etc/sdmz-proxy/proxy.conf").stdout
+    refused = playbook("playbooks/streaming.yml", "-e", "stream_proxy_busy_poll_us=20000",
+                       timeout=900)
+    assert refused.returncode != 0
+    assert "stream_proxy_busy_poll_us: 20000 is out of range" in refused.stdout, \
+        refused.stdout[-3000:]
+    assert all(c["changed"] == 0 for c in recap(refused.stdout).values()), refused.stdout[-3000:]
+    assert podman_exec("gw1", "sha256sum", "/etc/sdmz-proxy/proxy.conf").stdout == before
