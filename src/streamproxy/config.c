@@ -96,7 +96,7 @@ static int set_key(struct proxy_config *cfg, const char *key, const char *value,
             cfg->workers = (unsigned)n;
     } else if (!strcmp(key, "busy_poll_us")) {
         if (parse_uint(value, CONFIG_BUSY_POLL_MAX_US, &n) < 0)
-            *why = "microseconds, 0-10000 (0: workers sleep when idle)";
+            *why = CONFIG_BUSY_POLL_RANGE;
         else
             cfg->busy_poll_us = (unsigned)n;
     } else if (!strcmp(key, "default_buffer")) {

@@ -12,6 +12,11 @@
 
 #define CONFIG_PATH_MAX 256
 #define CONFIG_BUSY_POLL_MAX_US 10000
+#define CONFIG_STRINGIFY(x) #x
+#define CONFIG_STRING(x) CONFIG_STRINGIFY(x)
+/* What busy_poll_us and relay --busy-poll take, said once for both errors. */
+#define CONFIG_BUSY_POLL_RANGE \
+    "microseconds, 0-" CONFIG_STRING(CONFIG_BUSY_POLL_MAX_US) " (0: workers sleep when idle)"
 
 struct proxy_config {
     char control_socket[108];      /* sun_path */

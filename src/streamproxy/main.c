@@ -97,8 +97,7 @@ static int run_relay(int argc, char **argv)
             continue;
         case 'B':
             if (parse_uint(optarg, CONFIG_BUSY_POLL_MAX_US, &busy_poll_us) < 0) {
-                fprintf(stderr, "sdmz-proxy: --busy-poll: microseconds, 0-%u\n",
-                        CONFIG_BUSY_POLL_MAX_US);
+                fprintf(stderr, "sdmz-proxy: --busy-poll: %s\n", CONFIG_BUSY_POLL_RANGE);
                 return 2;
             }
             cfg.busy_poll_us = (unsigned)busy_poll_us;
