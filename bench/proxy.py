@@ -37,6 +37,7 @@ PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
 # Latency is also measured with each proxy's busy polling: on a VM, waking a
 # halted vCPU costs more than relaying 512 bytes.
 BUSY_POLL_US = 50
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LATENCY_PEERS = ["direct", "sdmz-proxy", "sdmz-proxy busy-poll", "haproxy",
                  "haproxy busy-polling", "socat"]
 
@@ -82,17 +83,37 @@ class Chain:
             proc.wait(timeout=10)
 
 
-def goodput(entry: int, size: int) -> float | None:
-    """iperf3's received goodput; a run that fails (a peer dropping iperf3's
-    control connection, say) is retried twice, then recorded as None."""
+def cpu_ticks(pid: int) -> int:
+    """CPU time of a process and its children, live and reaped (socat forks
+    one child per connection; HAProxy and sdmz-proxy are one process)."""
+    try:
+        fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+        children = Path("/proc/%d/task/%d/children" % (pid, pid)).read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0  # reaped meanwhile: counted in its parent's cutime from now on
+    # utime, stime, cutime, cstime (fields 14-17 of proc_pid_stat(5))
+    return sum(int(f) for f in fields[11:15]) + sum(cpu_ticks(int(c)) for c in children)
+
+
+def goodput(chain: "Chain", size: int) -> dict | None:
+    """iperf3's received goodput, with the CPU of the sender, the proxies and
+    the receiver (% of one core) that says which stage held it back; a run
+    that fails (a peer dropping iperf3's control connection, say) is retried
+    twice, then recorded as None."""
     for _ in range(3):
-        result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(entry), "-t",
+        before = sum(cpu_ticks(p.pid) for p in chain.procs)
+        result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(chain.entry), "-t",
                                  str(SECONDS), "-l", str(size), "-J"],
                                 capture_output=True, text=True, timeout=120)
+        proxies = sum(cpu_ticks(p.pid) for p in chain.procs) - before
         try:
-            return json.loads(result.stdout)["end"]["sum_received"]["bits_per_second"]
+            end = json.loads(result.stdout)["end"]
+            return {"bps": end["sum_received"]["bits_per_second"],
+                    "sender_cpu": end["cpu_utilization_percent"]["host_total"],
+                    "proxies_cpu": 100.0 * proxies / CLOCK_TICKS / SECONDS,
+                    "receiver_cpu": end["cpu_utilization_percent"]["remote_total"]}
         except (ValueError, KeyError):
-            print("iperf3 through port %d, %d B: %s" % (entry, size, (result.stdout[-300:]
+            print("iperf3 through port %d, %d B: %s" % (chain.entry, size, (result.stdout[-300:]
                   or result.stderr[-300:]).strip()), file=sys.stderr)
             time.sleep(1)
     return None
@@ -119,7 +140,7 @@ def main() -> int:
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     results = {"seconds_per_point": SECONDS, "repeats": REPEATS, "cpus": os.cpu_count(),
-               "busy_poll_us": BUSY_POLL_US, "goodput_bps": {}, "rtt_us_p50": {}}
+               "busy_poll_us": BUSY_POLL_US, "goodput_bps": {}, "cpu_percent": {}, "rtt_us_p50": {}}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         iperf_port, echo_port = 27201, 27202
@@ -143,9 +164,14 @@ def main() -> int:
                     runs: dict[str, list] = {k: [] for k in keys}
                     for order in rotations(keys, REPEATS):
                         for key in order:
-                            runs[key].append(goodput(chains[key, "iperf"].entry, size))
+                            runs[key].append(goodput(chains[key, "iperf"], size))
                     for key in keys:
-                        results["goodput_bps"].setdefault(key, {})[str(size)] = median(runs[key])
+                        ok = [r for r in runs[key] if r]
+                        results["goodput_bps"].setdefault(key, {})[str(size)] = median(
+                            [r["bps"] for r in ok])
+                        results["cpu_percent"].setdefault(key, {})[str(size)] = {
+                            stage: median([r[stage + "_cpu"] for r in ok])
+                            for stage in ("sender", "proxies", "receiver")}
                     print("measured %d hop(s), %7d B" % (hops, size), file=sys.stderr)
                 rtts: dict[str, list] = {p: [] for p in LATENCY_PEERS}
                 for order in rotations(LATENCY_PEERS, REPEATS):
@@ -186,6 +212,7 @@ def report(results: dict) -> None:
                     targets.append(("1 hop %7d B: >= 0.75 of direct" % size, r["direct"] >= 0.75))
             targets.append(("%d hop %7d B: ahead of HAProxy and socat" % (hops, size),
                             r["haproxy"] > 1 and r["socat"] > 1))
+        print_cpu(results["cpu_percent"], hops)
     print("\n512 B ping-pong, median round trip (us) and added one-way latency per hop (us)")
     added = {}
     for hops in (1, 2):
@@ -203,6 +230,20 @@ def report(results: dict) -> None:
     results["added_latency_us_per_hop"] = added
     results["targets"] = report_targets(targets)
     write_results(OUT, "proxy", results, plot)
+
+
+def print_cpu(cpu: dict, hops: int) -> None:
+    """Which stage held the goodput back: one at ~100 % of a core is the
+    bottleneck; none near it means the stages waited on each other."""
+    print("%d hop(s): CPU, %% of one core, sender/proxies/receiver (median)" % hops)
+    print("%-8s" % "size" + "".join("%16s" % p for p in PEERS))
+    for size in SIZES:
+        cells = []
+        for peer in PEERS:
+            stages = cpu["%s/%d" % (peer, hops)][str(size)]
+            cells.append("/".join("%3.0f" % stages[k] if stages[k] is not None else "  ?"
+                                  for k in ("sender", "proxies", "receiver")))
+        print("%-8s" % size + "".join("%16s" % c for c in cells))
 
 
 def plot(results: dict) -> None:
