@@ -4,7 +4,9 @@ sdmz-proxy, HAProxy (TCP mode, splice) and socat, on loopback, side by side in
 one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8).
 Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
 ping-pong (sdmz-msgbench), measured also with each proxy's busy polling
-(sdmz-proxy --busy-poll, HAProxy's busy-polling). The goodput chains are up
+(sdmz-proxy --busy-poll, HAProxy's busy-polling). Each goodput point also
+records the CPU of the sender, the proxies and the receiver, which tells the
+stage that bounds it. The goodput chains are up
 for the whole run; a latency chain is up only for its own measurement, so a
 busy-polling proxy spins only while it is measured. Each point is measured
 BENCH_REPEATS times (3) with the peers interleaved in a rotated order, the
@@ -88,9 +90,12 @@ def cpu_ticks(pid: int) -> int:
     one child per connection; HAProxy and sdmz-proxy are one process)."""
     try:
         fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
-        children = Path("/proc/%d/task/%d/children" % (pid, pid)).read_text().split()
     except (FileNotFoundError, ProcessLookupError):
         return 0  # reaped meanwhile: counted in its parent's cutime from now on
+    try:
+        children = Path("/proc/%d/task/%d/children" % (pid, pid)).read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        children = []  # no CONFIG_PROC_CHILDREN: reaped children (cutime) only
     # utime, stime, cutime, cstime (fields 14-17 of proc_pid_stat(5))
     return sum(int(f) for f in fields[11:15]) + sum(cpu_ticks(int(c)) for c in children)
 
