@@ -6,9 +6,9 @@ Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
 ping-pong (sdmz-msgbench), measured also with each proxy's busy polling
 (sdmz-proxy --busy-poll, HAProxy's busy-polling). Each goodput point also
 records the CPU of the sender, the proxies and the receiver, which tells the
-stage that bounds it. The goodput chains are up
-for the whole run; a latency chain is up only for its own measurement, so a
-busy-polling proxy spins only while it is measured. Each point is measured
+stage that bounds it. The goodput chains are up for the whole run; a latency
+chain is up only for its own measurement, so a busy-polling proxy spins only
+while it is measured. Each point is measured
 BENCH_REPEATS times (3) with the peers interleaved in a rotated order, the
 median counting: on a shared machine the direct rate drifts by 2 x within a
 run, so a ratio is only fair between measurements taken side by side.
@@ -40,6 +40,8 @@ PEERS = ["direct", "sdmz-proxy", "haproxy", "socat"]
 # halted vCPU costs more than relaying 512 bytes.
 BUSY_POLL_US = 50
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The stages of a goodput chain whose CPU is recorded, in the table's order.
+STAGES = ("sender", "proxies", "receiver")
 LATENCY_PEERS = ["direct", "sdmz-proxy", "sdmz-proxy busy-poll", "haproxy",
                  "haproxy busy-polling", "socat"]
 
@@ -100,23 +102,25 @@ def cpu_ticks(pid: int) -> int:
     return sum(int(f) for f in fields[11:15]) + sum(cpu_ticks(int(c)) for c in children)
 
 
-def goodput(chain: "Chain", size: int) -> dict | None:
+def goodput(chain: Chain, size: int) -> dict | None:
     """iperf3's received goodput, with the CPU of the sender, the proxies and
     the receiver (% of one core) that says which stage held it back; a run
     that fails (a peer dropping iperf3's control connection, say) is retried
     twice, then recorded as None."""
     for _ in range(3):
-        before = sum(cpu_ticks(p.pid) for p in chain.procs)
+        before, started = sum(cpu_ticks(p.pid) for p in chain.procs), time.monotonic()
         result = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(chain.entry), "-t",
                                  str(SECONDS), "-l", str(size), "-J"],
                                 capture_output=True, text=True, timeout=120)
+        elapsed = time.monotonic() - started
         proxies = sum(cpu_ticks(p.pid) for p in chain.procs) - before
         try:
             end = json.loads(result.stdout)["end"]
+            iperf_cpu = end["cpu_utilization_percent"]
             return {"bps": end["sum_received"]["bits_per_second"],
-                    "sender_cpu": end["cpu_utilization_percent"]["host_total"],
-                    "proxies_cpu": 100.0 * proxies / CLOCK_TICKS / SECONDS,
-                    "receiver_cpu": end["cpu_utilization_percent"]["remote_total"]}
+                    "cpu": {"sender": iperf_cpu["host_total"],
+                            "proxies": 100.0 * proxies / CLOCK_TICKS / elapsed,
+                            "receiver": iperf_cpu["remote_total"]}}
         except (ValueError, KeyError):
             print("iperf3 through port %d, %d B: %s" % (chain.entry, size, (result.stdout[-300:]
                   or result.stderr[-300:]).strip()), file=sys.stderr)
@@ -175,8 +179,7 @@ def main() -> int:
                         results["goodput_bps"].setdefault(key, {})[str(size)] = median(
                             [r["bps"] for r in ok])
                         results["cpu_percent"].setdefault(key, {})[str(size)] = {
-                            stage: median([r[stage + "_cpu"] for r in ok])
-                            for stage in ("sender", "proxies", "receiver")}
+                            stage: median([r["cpu"][stage] for r in ok]) for stage in STAGES}
                     print("measured %d hop(s), %7d B" % (hops, size), file=sys.stderr)
                 rtts: dict[str, list] = {p: [] for p in LATENCY_PEERS}
                 for order in rotations(LATENCY_PEERS, REPEATS):
@@ -247,7 +250,7 @@ def print_cpu(cpu: dict, hops: int) -> None:
         for peer in PEERS:
             stages = cpu["%s/%d" % (peer, hops)][str(size)]
             cells.append("/".join("%3.0f" % stages[k] if stages[k] is not None else "  ?"
-                                  for k in ("sender", "proxies", "receiver")))
+                                  for k in STAGES))
         print("%-8s" % size + "".join("%16s" % c for c in cells))
 
 

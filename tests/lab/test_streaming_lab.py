@@ -144,6 +144,8 @@ def test_busy_polling_out_of_range_is_one_error_before_any_change(deployed):
     config key is checked (the template's `sdmz-proxy check`), naming the
     key, and the gateway's file and service stay as they were."""
     before = podman_exec("gw1", "sha256sum", "/etc/sdmz-proxy/proxy.conf").stdout
+    main_pid = podman_exec("gw1", "systemctl", "show", "sdmz-proxy", "-p", "MainPID").stdout
+    assert main_pid.strip() not in ("", "MainPID=0"), main_pid
     assert "busy_poll_us = 0" in podman_exec("gw1", "cat", "/etc/sdmz-proxy/proxy.conf").stdout
     refused = playbook("playbooks/streaming.yml", "-e", "stream_proxy_busy_poll_us=20000",
                        timeout=900)
@@ -152,3 +154,6 @@ def test_busy_polling_out_of_range_is_one_error_before_any_change(deployed):
         refused.stdout[-3000:]
     assert all(c["changed"] == 0 for c in recap(refused.stdout).values()), refused.stdout[-3000:]
     assert podman_exec("gw1", "sha256sum", "/etc/sdmz-proxy/proxy.conf").stdout == before
+    # Same process: the daemon was not restarted.
+    assert podman_exec("gw1", "systemctl", "show", "sdmz-proxy", "-p",
+                       "MainPID").stdout == main_pid
