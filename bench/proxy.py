@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make bench-proxy: goodput and added latency of a direct connection,
 sdmz-proxy, HAProxy (TCP mode, splice) and socat, on loopback, side by side in
-one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8).
+one run, with one and two proxy hops (the SciStream paper's Fig. 7 and 8),
+in a network namespace of its own (congestion control BENCH_CC, cubic).
 Goodput is iperf3's receiver rate at each write size; latency is a 512-byte
 ping-pong (sdmz-msgbench), measured also with each proxy's busy polling
 (sdmz-proxy --busy-poll, HAProxy's busy-polling). Each goodput point also
@@ -27,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import median, report_targets, rotations, wait_port, write_results
+from benchlib import (median, private_loopback, report_targets, rotations, wait_port,
+                      write_results)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "streamproxy" / "build"
@@ -147,9 +149,11 @@ def main() -> int:
         print("bench-proxy: missing %s (make setup; make bench-proxy installs the peers)"
               % ", ".join(missing or ["src/streamproxy/build"]), file=sys.stderr)
         return 2
+    network = private_loopback()
     OUT.mkdir(parents=True, exist_ok=True)
     results = {"seconds_per_point": SECONDS, "repeats": REPEATS, "cpus": os.cpu_count(),
-               "busy_poll_us": BUSY_POLL_US, "goodput_bps": {}, "cpu_percent": {}, "rtt_us_p50": {}}
+               "network": network, "busy_poll_us": BUSY_POLL_US, "goodput_bps": {},
+               "cpu_percent": {}, "rtt_us_p50": {}}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         iperf_port, echo_port = 27201, 27202
@@ -200,8 +204,8 @@ def report(results: dict) -> None:
     g, rtt = results["goodput_bps"], results["rtt_us_p50"]
     ratios, targets = {}, []
     for hops in (1, 2):
-        print("\n%d hop(s): goodput in Gbit/s by write size (median of %d runs)"
-              % (hops, results["repeats"]))
+        print("\n%d hop(s): goodput in Gbit/s by write size (median of %d runs; %s)"
+              % (hops, results["repeats"], results["network"]["tcp_congestion_control"]))
         print("%-8s" % "size" + "".join("%12s" % p for p in PEERS) +
               "  proxy/direct proxy/haproxy proxy/socat")
         for size in SIZES:
@@ -266,7 +270,8 @@ def plot(results: dict) -> None:
                     label=peer)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("write size (bytes)")
-        ax.set_title("%d proxy hop(s), loopback, %d CPUs" % (hops, results["cpus"]))
+        ax.set_title("%d proxy hop(s), loopback (%s), %d CPUs"
+                     % (hops, results["network"]["tcp_congestion_control"], results["cpus"]))
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("goodput (Gbit/s)")
     axes[0].legend()

@@ -2,7 +2,8 @@
 """make bench-transfer: sdmz-xfer/sdmz-xferd against globus-url-copy with
 globus-gridftp-server at the same -p, scp and rsync (over a private sshd),
 cp, and iperf3 memory-to-memory as the limit; on loopback, side by side in
-one run. Workloads: one big file (4 GiB; BENCH_BIG_BYTES) and 10,000 files
+one run, in a network namespace of its own (congestion control BENCH_CC,
+cubic). Workloads: one big file (4 GiB; BENCH_BIG_BYTES) and 10,000 files
 of 32 KiB (BENCH_SMALL_FILES), tmpfs to tmpfs (/dev/shm). Every copy is
 compared with its source before it counts. Each measurement is repeated
 BENCH_REPEATS times (3), the peers in a rotated order each round, and the
@@ -25,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import median, report_targets, rotations, wait_port, write_results
+from benchlib import (median, private_loopback, report_targets, rotations, wait_port,
+                      write_results)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "src" / "transferd" / "build"
@@ -82,7 +84,6 @@ class Servers:
         self.procs: list[subprocess.Popen] = []
         self.work = work
         self.key = work / "ssh" / "id"
-        self.ssh_reason = ""
 
     def start(self) -> "Servers":
         self.spawn([str(BIN / "sdmz-xferd"), "--root", str(self.work), "--listen",
@@ -102,10 +103,7 @@ class Servers:
 
     def start_sshd(self) -> None:
         """scp and rsync need an sshd; this one is private to the run (its own
-        host key, one authorized key, loopback only). It must run as root."""
-        if os.geteuid() != 0:
-            self.ssh_reason = "sshd needs root here; scp and rsync not measured"
-            return
+        host key, one authorized key, loopback only; the benchmark runs as root)."""
         ssh = self.key.parent
         ssh.mkdir(mode=0o700)
         for name in ("id", "host"):
@@ -198,20 +196,19 @@ def main() -> int:
         print("bench-transfer: missing %s (make setup; make bench-transfer installs the peers)"
               % ", ".join(missing or ["src/transferd/build"]), file=sys.stderr)
         return 2
+    network = private_loopback()
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"cpus": os.cpu_count(), "repeats": REPEATS, "big_bytes": BIG_BYTES,
-               "small_files": SMALL_FILES, "small_bytes": SMALL_BYTES, "streams": STREAMS, "iperf3_bps": {}, "big": {},
-               "small": {}, "notes": []}
+    results = {"cpus": os.cpu_count(), "network": network, "repeats": REPEATS,
+               "big_bytes": BIG_BYTES, "small_files": SMALL_FILES, "small_bytes": SMALL_BYTES,
+               "streams": STREAMS, "iperf3_bps": {}, "big": {}, "small": {}}
     work = Path(tempfile.mkdtemp(prefix="sdmz-bench-", dir="/dev/shm"))
     work.chmod(0o755)
     try:
         print("writing the workloads in %s ..." % work, file=sys.stderr)
         big, small = make_workloads(work)
         servers = Servers(work).start()
-        if servers.ssh_reason:
-            results["notes"].append(servers.ssh_reason)
         peers = [(p, s) for s in STREAMS for p in ("sdmz-xfer", "globus-url-copy")]
-        peers += [(p, 1) for p in ("scp", "rsync") if not servers.ssh_reason] + [("cp", 1)]
+        peers += [("scp", 1), ("rsync", 1), ("cp", 1)]
         try:
             for streams in STREAMS:
                 results["iperf3_bps"][str(streams)] = median([iperf3(streams)
@@ -228,8 +225,9 @@ def main() -> int:
 
 def report(results: dict) -> None:
     big_bits = results["big_bytes"] * 8
-    print("\nOne file of %.1f GiB, tmpfs to tmpfs, loopback, %d CPUs; median of %d runs"
-          % (results["big_bytes"] / (1 << 30), results["cpus"], results["repeats"]))
+    print("\nOne file of %.1f GiB, tmpfs to tmpfs, loopback (%s), %d CPUs; median of %d runs"
+          % (results["big_bytes"] / (1 << 30), results["network"]["tcp_congestion_control"],
+             results["cpus"], results["repeats"]))
     print("%-22s %9s %9s %10s" % ("peer", "seconds", "Gbit/s", "imbalance"))
     for key, row in results["big"].items():
         row["gbps"] = big_bits / row["seconds"] / 1e9
@@ -276,7 +274,8 @@ def plot(results: dict) -> None:
     left.barh(names, values, color=["C0" if n.startswith("sdmz") else "C7" if n.startswith("iperf3")
                                     else "C1" for n in names])
     left.set_xlabel("Gbit/s")
-    left.set_title("%.0f GiB file, tmpfs to tmpfs, loopback" % (results["big_bytes"] / (1 << 30)))
+    left.set_title("%.0f GiB file, tmpfs to tmpfs, loopback (%s)"
+                   % (results["big_bytes"] / (1 << 30), results["network"]["tcp_congestion_control"]))
     small = results["small"]
     right.barh(list(small), [row["files_per_s"] for row in small.values()],
                color=["C0" if n.startswith("sdmz") else "C1" for n in small])
