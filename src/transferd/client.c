@@ -679,6 +679,12 @@ static int receive_file(struct client *c, struct client_file *f, char *err, size
 {
     struct ftp_ranges received = {0};
 
+    /* From scratch: what the file held goes now that its data begins, not
+     * when the batch was opened (a batch failing earlier leaves it be). */
+    if (!f->have && ftruncate(f->local_fd, 0) < 0) {
+        snprintf(err, errlen, "truncating the local file: %s", strerror(errno));
+        return -1;
+    }
     if (f->have)
         received = *f->have;
     struct modee_recv_job job = {

@@ -155,6 +155,7 @@ struct job {
     struct ftp_ranges have;
     struct journals *journals;
     struct client_file file;
+    bool created;               /* get: this run made the local file */
 };
 
 static void journal_key(const char *direction, const char *src, const char *dst,
@@ -547,11 +548,26 @@ static void print_summary(const struct options *o, const struct plan *p, double 
     }
 }
 
+/* A get's local file is opened as it is: it is emptied only when its own
+ * data begins (client.c, receive_file), so a batch that fails before a file's
+ * turn leaves that file as it was. One that did not exist is created, and
+ * removed again if the batch fails before its turn (discard_unstarted). */
+static int open_local(struct job *j, bool get)
+{
+    int fd = open(j->local, (get ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+
+    j->created = false;
+    if (fd < 0 && get && errno == ENOENT) {
+        fd = open(j->local, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        j->created = fd >= 0;
+    }
+    return fd;
+}
+
 /* Opens a job's local file; its journal is trusted only if the file
  * bears it out. 0, or an exit code after saying why. */
 static int open_job(const struct options *o, struct job *j, bool get)
 {
-    int flags = get ? O_RDWR | O_CREAT : O_RDONLY;
 
     /* What an earlier, killed run may have left: a half-written temporary
      * journal, never trusted; and, when starting over, a journal that would
@@ -566,13 +582,11 @@ static int open_job(const struct options *o, struct job *j, bool get)
     }
     if (o->resume)
         journal_load(j);
-    if (get && j->have.count == 0)
-        flags |= O_TRUNC;
     j->file = (struct client_file){
         .remote = j->remote, .size = j->size, .have = j->have.count ? &j->have : NULL,
         .durable = journal_store, .durable_ctx = j,
     };
-    j->file.local_fd = open(j->local, flags | O_CLOEXEC, 0666);
+    j->file.local_fd = open_local(j, get);
     if (j->file.local_fd < 0)
         return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
     if (get && j->have.count && !partial_file_matches(j)) {
@@ -580,10 +594,21 @@ static int open_job(const struct options *o, struct job *j, bool get)
                 j->local);
         j->have.count = 0;
         j->file.have = NULL;
-        if (ftruncate(j->file.local_fd, 0) < 0)
-            return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
     }
     return 0;
+}
+
+/* After a failed batch: the files this run created whose turn never came
+ * (still empty) are removed, so a failed get leaves no empty stand-ins. */
+static void discard_unstarted(struct job *jobs, size_t from, size_t to)
+{
+    struct stat st;
+
+    for (size_t i = from; i < to; i++)
+        if (jobs[i].created && jobs[i].file.local_fd >= 0 &&
+            fstat(jobs[i].file.local_fd, &st) == 0 && st.st_size == 0 &&
+            unlink(jobs[i].local) < 0)
+            fprintf(stderr, "sdmz-xfer: %s: %s\n", jobs[i].local, strerror(errno));
 }
 
 /* A received file needs no sync here: every get passes journal_store as
@@ -633,12 +658,15 @@ static int move_files(struct client *c, const struct options *o, struct plan *p,
             if (!code && bar)
                 atomic_fetch_sub(&bar->total, ftp_ranges_covered(&j->have, j->size));
         }
-        if (!code) {
+        if (code) {
+            discard_unstarted(p->jobs, base, base + opened);
+        } else {
             int rc = get ? client_get(c, files, n, &failed, err, sizeof err)
                          : client_put(c, files, n, &failed, err, sizeof err);
             for (size_t i = 0; i < n; i++)
                 p->jobs[base + i].file.stats = files[i].stats;
             if (rc < 0) {
+                discard_unstarted(p->jobs, base + failed, base + n);
                 print_summary(o, p, monotonic_seconds() - t0, false);
                 code = die(EXIT_FAILED, "%s: %s%s", p->jobs[base + failed].remote, err,
                            resumable(p, base + failed) ? " (run again with --resume to continue)"

@@ -2,7 +2,8 @@
 or mid-directory, continues with --resume without sending again what the
 receiver durably holds, and the result's checksum equals the source's.
 Data the journal does not vouch for (a torn chunk) is sent again; a journal
-that no longer matches its file is not trusted.
+that no longer matches its file is not trusted. A get that fails part-way
+leaves the local files whose turn had not come as they were.
 
 The sender is paced (--pacing-rate on the server, --rate on the client) so
 that there is a middle of the transfer to kill it in."""
@@ -280,6 +281,65 @@ def test_resume_against_globus_gridftp_server(builds, area, tmp_path):
         server.stop()
     assert sha256(target) == sha256(source)
     assert 0 < summary["bytes"] <= SIZE - sum(end - start for start, end in held)
+
+
+def listed_tree(area: Path, port: int, files: int) -> tuple[Path, list[str]]:
+    """A tree of small files, and their names in the order the server on
+    port lists them (MLSD, anonymous), which is the order a get pipelines
+    them in."""
+    tree = area / "tree"
+    tree.mkdir()
+    for i in range(files):
+        (tree / f"f{i}").write_bytes(os.urandom(64 << 10))
+    with ftplib.FTP() as ftp:
+        ftp.connect("127.0.0.1", port, timeout=30)
+        ftp.login()
+        order = [name for name, facts in ftp.mlsd(str(tree)) if facts.get("type") == "file"]
+    assert sorted(order) == [f"f{i}" for i in range(files)], order
+    return tree, order
+
+
+def test_a_file_the_server_refuses_leaves_the_later_local_files_as_they_were(bindir, area,
+                                                                             tmp_path):
+    """globus-gridftp-server serves as nobody and cannot read the second file:
+    the first arrives, the batch stops there, and the local files from the
+    refused one on are untouched; none is left behind empty."""
+    local = tmp_path / "copy" / "tree"
+    local.mkdir(parents=True)
+    server = GridFtpServer().start()
+    try:
+        tree, order = listed_tree(area, server.port, 4)
+        (tree / order[1]).chmod(0)
+        for name in order[1:3]:
+            (local / name).write_bytes(b"kept")
+        done = xfer(bindir, "-p", "2", server.url(tree), str(local.parent),
+                    journal=tmp_path / "journal")
+    finally:
+        server.stop()
+    assert done.returncode == 1, done.stderr
+    assert f"RETR {tree / order[1]}" in done.stderr, done.stderr
+    assert_no_sanitizer_report(done.stderr)
+    assert (local / order[0]).read_bytes() == (tree / order[0]).read_bytes()
+    assert [(local / name).read_bytes() for name in order[1:3]] == [b"kept", b"kept"]
+    assert not (local / order[3]).exists()
+
+
+def test_a_local_file_that_cannot_be_opened_changes_no_other(bindir, xferd, area, tmp_path):
+    """The last file of the batch cannot be opened (a directory stands in its
+    place): nothing moves, the file before it keeps its bytes, and the ones
+    this run would have created are not left behind empty."""
+    tree, order = listed_tree(area, xferd.port, 4)
+    local = tmp_path / "copy" / "tree"
+    local.mkdir(parents=True)
+    (local / order[0]).write_bytes(b"kept")
+    (local / order[3]).mkdir()
+    done = xfer(bindir, "-p", "2", xferd.url(tree), str(local.parent),
+                journal=tmp_path / "journal")
+    assert done.returncode == 1, done.stderr
+    assert f"{local / order[3]}: Is a directory" in done.stderr, done.stderr
+    assert_no_sanitizer_report(done.stderr)
+    assert (local / order[0]).read_bytes() == b"kept"
+    assert sorted(path.name for path in local.iterdir()) == sorted([order[0], order[3]])
 
 
 @pytest.fixture
