@@ -275,7 +275,8 @@ def plot(results: dict) -> None:
                                     else "C1" for n in names])
     left.set_xlabel("Gbit/s")
     left.set_title("%.0f GiB file, tmpfs to tmpfs, loopback (%s)"
-                   % (results["big_bytes"] / (1 << 30), results["network"]["tcp_congestion_control"]))
+                   % (results["big_bytes"] / (1 << 30),
+                      results["network"]["tcp_congestion_control"]))
     small = results["small"]
     right.barh(list(small), [row["files_per_s"] for row in small.values()],
                color=["C0" if n.startswith("sdmz") else "C1" for n in small])

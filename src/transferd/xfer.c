@@ -568,7 +568,6 @@ static int open_local(struct job *j, bool get)
  * bears it out. 0, or an exit code after saying why. */
 static int open_job(const struct options *o, struct job *j, bool get)
 {
-
     /* What an earlier, killed run may have left: a half-written temporary
      * journal, never trusted; and, when starting over, a journal that would
      * describe a file this run replaces. */
