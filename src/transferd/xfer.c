@@ -588,6 +588,17 @@ static int open_job(const struct options *o, struct job *j, bool get)
     j->file.local_fd = open_local(j, get);
     if (j->file.local_fd < 0)
         return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+    struct stat st;
+    if (get && fstat(j->file.local_fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* /dev/null, a FIFO: nothing to sync, journal, resume or read back. */
+        if (o->verify)
+            return die(EXIT_USAGE, "%s: --verify reads the copy back, and this is not a "
+                       "regular file", j->local);
+        j->file.durable = NULL;
+        j->have.count = 0;
+        j->file.have = NULL;
+        return 0;
+    }
     if (get && j->have.count && !partial_file_matches(j)) {
         fprintf(stderr, "sdmz-xfer: %s is shorter than its journal says; fetching it again\n",
                 j->local);
@@ -610,9 +621,9 @@ static void discard_unstarted(struct job *jobs, size_t from, size_t to)
             fprintf(stderr, "sdmz-xfer: %s: %s\n", jobs[i].local, strerror(errno));
 }
 
-/* A received file needs no sync here: every get passes journal_store as
- * modee_recv()'s marker, so modee_recv() ends the file with an fdatasync (a
- * failed one fails the file) before the done log names it. */
+/* A received file needs no sync here: every get into a regular file passes
+ * journal_store as modee_recv()'s marker, so modee_recv() ends the file with an
+ * fdatasync (a failed one fails the file) before the done log names it. */
 static void close_job(struct job *j)
 {
     if (j->file.local_fd < 0)

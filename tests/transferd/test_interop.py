@@ -117,6 +117,22 @@ def test_sdmz_xfer_pipelines_many_small_files_against_sdmz_xferd(xferd, area):
     assert " STOR " not in xferd.log_text()
 
 
+def test_a_get_into_dev_null_moves_every_byte_and_keeps_no_journal(xferd, area, tmp_path):
+    """A memory-to-/dev/null get (as with globus-url-copy ... file:///dev/null)
+    moves the file; there is nothing to truncate, sync or journal, and
+    --verify, which reads the copy back, is refused before anything moves."""
+    src = area / "m8"
+    src.write_bytes(os.urandom(8 << 20))
+    journal = tmp_path / "journal"
+    r = xfer(xferd.bindir, "-p", "4", "--json", xferd.url(src), "/dev/null", journal=journal)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["bytes"] == 8 << 20
+    assert not journal.exists() or not list(journal.iterdir())
+    r = xfer(xferd.bindir, "--verify", "sha256", xferd.url(src), "/dev/null", journal=journal)
+    assert r.returncode == 2
+    assert "/dev/null: --verify reads the copy back, and this is not a regular file" in r.stderr
+
+
 def test_a_narrow_data_port_range_serves_many_listings(bindir, area, tmp_path):
     """Each directory listing takes a passive port and leaves it in TIME_WAIT;
     three ports must still serve a tree of twelve directories, twice."""
