@@ -22,9 +22,9 @@ def private_loopback() -> dict:
     namespace of its own, whose loopback has no firewall rules and the
     congestion control BENCH_CC (cubic, the kernel's default), and returns
     those conditions for the results, with the buffer limits the namespace
-    took over from the host's (Linux copies tcp_rmem and tcp_wmem). Why: the host's settings are
-    not the benchmark's to choose or to change, and they decide the outcome.
-    A congestion control that paces (BBR) without an fq qdisc turns on the
+    took over from the host's (Linux copies tcp_rmem and tcp_wmem). Why: the
+    host's settings are not the benchmark's to choose or to change, and they
+    decide the outcome. A congestion control that paces (BBR) without an fq qdisc turns on the
     kernel's per-socket pacing timers, which cut iperf3's loopback rate by
     2-3 x here; under a host's BBR every peer's goodput says more about those
     timers than about the peer (docs/streaming.md)."""

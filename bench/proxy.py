@@ -9,10 +9,10 @@ ping-pong (sdmz-msgbench), measured also with each proxy's busy polling
 records the CPU of the sender, the proxies and the receiver, which tells the
 stage that bounds it. The goodput chains are up for the whole run; a latency
 chain is up only for its own measurement, so a busy-polling proxy spins only
-while it is measured. Each point is measured
-BENCH_REPEATS times (3) with the peers interleaved in a rotated order, the
-median counting: on a shared machine the direct rate drifts by 2 x within a
-run, so a ratio is only fair between measurements taken side by side.
+while it is measured. Each point is measured BENCH_REPEATS times (3) with
+the peers interleaved in a rotated order, the median counting: on a shared
+machine the direct rate drifts by 2 x within a run, so a ratio is only fair
+between measurements taken side by side.
 Writes a table, build/bench/proxy.json and build/bench/proxy.png.
 A benchmark: it reports ratios, it asserts nothing."""
 from __future__ import annotations

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "netaddr.h"
@@ -680,12 +679,9 @@ static int receive_file(struct client *c, struct client_file *f, char *err, size
 {
     struct ftp_ranges received = {0};
 
-    /* From scratch: what the file held goes now that its data begins, not
-     * when the batch was opened (a batch failing earlier leaves it be). Only
-     * a regular file has a length to cut: /dev/null is a fine destination. */
-    struct stat st;
-    if (!f->have && fstat(f->local_fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        ftruncate(f->local_fd, 0) < 0) {
+    /* What the file held goes now that its data begins, not when the batch
+     * was opened (a batch failing earlier leaves it be). */
+    if (f->empty_first && ftruncate(f->local_fd, 0) < 0) {
         snprintf(err, errlen, "truncating the local file: %s", strerror(errno));
         return -1;
     }

@@ -81,6 +81,7 @@ struct client_file {
     int local_fd;
     uint64_t size;                   /* put: the local size */
     struct ftp_ranges *have;         /* NULL: from scratch */
+    bool empty_first;                /* get: cut to 0 bytes when its data begins */
     void (*durable)(void *ctx, const struct ftp_ranges *ranges);
     void *durable_ctx;
     struct xfer_stats stats;

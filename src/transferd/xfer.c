@@ -313,16 +313,6 @@ static void journal_store(void *ctx, const struct ftp_ranges *durable)
     unlink(tmp);
 }
 
-/* The journal names ranges the file held durably; a file shorter than
- * that was changed since, and its journal is not trusted. */
-static bool partial_file_matches(const struct job *j)
-{
-    struct stat st;
-
-    return fstat(j->file.local_fd, &st) == 0 &&
-           (uint64_t)st.st_size >= ftp_ranges_end(&j->have);
-}
-
 static int ensure_dir(const char *path)
 {
     char buf[PATH_MAX];
@@ -588,9 +578,13 @@ static int open_job(const struct options *o, struct job *j, bool get)
     j->file.local_fd = open_local(j, get);
     if (j->file.local_fd < 0)
         return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+    if (!get)
+        return 0;
     struct stat st;
-    if (get && fstat(j->file.local_fd, &st) == 0 && !S_ISREG(st.st_mode)) {
-        /* /dev/null, a FIFO: nothing to sync, journal, resume or read back. */
+    if (fstat(j->file.local_fd, &st) < 0)
+        return die(EXIT_FAILED, "%s: %s", j->local, strerror(errno));
+    if (!S_ISREG(st.st_mode)) {
+        /* /dev/null, a FIFO: nothing to cut, sync, journal, resume or read back. */
         if (o->verify)
             return die(EXIT_USAGE, "%s: --verify reads the copy back, and this is not a "
                        "regular file", j->local);
@@ -599,12 +593,15 @@ static int open_job(const struct options *o, struct job *j, bool get)
         j->file.have = NULL;
         return 0;
     }
-    if (get && j->have.count && !partial_file_matches(j)) {
+    /* The journal names ranges the file held durably; a file shorter than
+     * that was changed since, and its journal is not trusted. */
+    if (j->have.count && (uint64_t)st.st_size < ftp_ranges_end(&j->have)) {
         fprintf(stderr, "sdmz-xfer: %s is shorter than its journal says; fetching it again\n",
                 j->local);
         j->have.count = 0;
         j->file.have = NULL;
     }
+    j->file.empty_first = j->file.have == NULL;
     return 0;
 }
 
